@@ -1,0 +1,373 @@
+"""The task contract: what a trial must keep fixed for its speed-up to be honest.
+
+Written once by init to ``.infrarsi/contract.toml``, hashed, and checked before every trial.
+Loading validates every field; a bad one raises :class:`ContractError` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+SCHEMA_VERSION = 1
+STATE_DIR = ".infrarsi"
+CONTRACT_FILE = "contract.toml"
+
+KnobValue = bool | int | float | str
+
+# Knob roles the catalog knows; "workload" knobs are invariants, "unknown" ones stay fixed.
+ROLES = (
+    "micro_batch",
+    "grad_accum",
+    "threads",
+    "activation_checkpointing",
+    "compile",
+    "dtype",
+    "optimizer_impl",
+    "dataloader_workers",
+    "ddp_bucket_mb",
+    "ddp_grad_as_bucket_view",
+    "ddp_static_graph",
+    "nproc_per_node",
+    "attention_impl",
+    "moe_dispatch",
+    "zero_grad",
+    "fsdp",
+    "steps",
+    "workload",
+    "unknown",
+)
+
+
+class ContractError(ValueError):
+    """A contract that cannot be used; ``field`` names the offending entry."""
+
+    def __init__(self, field: str, message: str, path: Path | None = None):
+        self.field = field
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"{where}contract field '{field}': {message}")
+
+
+@dataclass(kw_only=True, slots=True)
+class Knob:
+    name: str
+    """The script's name for it (argparse dest, global name or dataclass field)."""
+    role: str
+    """One of ROLES."""
+    type: str
+    """bool | int | float | str."""
+    default: KnobValue
+    flag: str = ""
+    """How a value is passed on the command line (``--batch_size``); empty: written into source."""
+    domain: list[KnobValue] = field(default_factory=list)
+    """Values the search may try (empty: fixed at default)."""
+    tunable: bool = False
+    help: str = ""
+    source: str = ""
+    """Where it is defined, ``file:line``."""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ContractError(f"knobs.{self.name}.role", f"unknown role {self.role!r}")
+        if self.type not in ("bool", "int", "float", "str"):
+            raise ContractError(f"knobs.{self.name}.type", f"unknown type {self.type!r}")
+        if self.tunable and not self.domain:
+            raise ContractError(f"knobs.{self.name}.domain", "a tunable knob needs a domain")
+
+
+@dataclass(kw_only=True, slots=True)
+class Workload:
+    entry: str
+    """Entry-point script, relative to the repo root."""
+    command: list[str]
+    """Base argv run from ``cwd``; knob flags are appended (``python train.py``, ``torchrun …``)."""
+    cwd: str = "."
+    launcher: str = "python"
+    """python | torchrun."""
+    knob_style: str = "argparse"
+    """argparse | globals | dataclass: how the entry point reads its knobs."""
+    args: dict[str, KnobValue] = field(default_factory=dict)
+    """Flags every trial passes (e.g. the step count), by flag name without dashes."""
+    tokens_per_step: int
+    """Global tokens per optimizer step; every trial must report exactly this."""
+    seq_len: int
+    global_batch: int
+    """Sequences per optimizer step (all micro-batches, all ranks)."""
+    seed: int
+    warmup_steps: int
+    measured_steps: int
+    planned_steps: int
+    """How many steps the real job runs: start-up costs are amortized over this."""
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            raise ContractError("workload.command", "must not be empty")
+        if self.launcher not in ("python", "torchrun"):
+            raise ContractError("workload.launcher", f"must be python or torchrun, got {self.launcher!r}")
+        if self.knob_style not in ("argparse", "globals", "dataclass"):
+            raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
+        for name in ("tokens_per_step", "seq_len", "global_batch", "measured_steps", "planned_steps"):
+            if getattr(self, name) <= 0:
+                raise ContractError(f"workload.{name}", "must be positive")
+        if self.warmup_steps < 0:
+            raise ContractError("workload.warmup_steps", "must not be negative")
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup_steps + self.measured_steps
+
+
+@dataclass(kw_only=True, slots=True)
+class LossInvariant:
+    compare_steps: int
+    """K: the first K steps' losses are compared with the reference."""
+    tolerance: float
+    """Largest allowed |loss - reference| for changes that keep numerics."""
+    numerics_tolerance: float
+    """The looser, declared tolerance for changes that alter numerics by design (bf16, tf32)."""
+    reference: list[float] = field(default_factory=list)
+    """Baseline losses of the first K steps (written by doctor)."""
+
+    def __post_init__(self) -> None:
+        if self.compare_steps <= 0:
+            raise ContractError("loss.compare_steps", "must be positive")
+        for name in ("tolerance", "numerics_tolerance"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ContractError(f"loss.{name}", "must be a finite number >= 0")
+        if self.numerics_tolerance < self.tolerance:
+            raise ContractError("loss.numerics_tolerance", "must be at least loss.tolerance")
+        if any(not math.isfinite(x) for x in self.reference):
+            raise ContractError("loss.reference", "holds a NaN or inf")
+
+
+@dataclass(kw_only=True, slots=True)
+class MemoryBudget:
+    budget_bytes: int
+    """Largest peak a run may reach: per process tree on CPU, per device on GPU; above is OOM."""
+    device: str = "cpu"
+    """cpu | cuda."""
+
+    def __post_init__(self) -> None:
+        if self.budget_bytes <= 0:
+            raise ContractError("memory.budget_bytes", "must be positive")
+        if self.device not in ("cpu", "cuda"):
+            raise ContractError("memory.device", f"must be cpu or cuda, got {self.device!r}")
+
+
+@dataclass(kw_only=True, slots=True)
+class Scope:
+    editable: list[str]
+    """Repo-relative paths patches may change."""
+    functions: list[str] = field(default_factory=list)
+    """Optionally, ``path::qualname`` entries that narrow the editable paths to these functions."""
+    locked: dict[str, str] = field(default_factory=dict)
+    """Every other Python source: path -> sha256 of its bytes."""
+
+    def __post_init__(self) -> None:
+        if not self.editable:
+            raise ContractError("scope.editable", "must name at least one file")
+        overlap = set(self.editable) & set(self.locked)
+        if overlap:
+            raise ContractError("scope.locked", f"{sorted(overlap)} are both editable and locked")
+
+    def allows(self, path: str) -> bool:
+        return path in self.editable
+
+
+@dataclass(kw_only=True, slots=True)
+class Contract:
+    workload: Workload
+    loss: LossInvariant
+    memory: MemoryBudget
+    scope: Scope
+    knobs: list[Knob]
+    base_commit: str = ""
+    """The git commit init saw (empty when the repo has no git)."""
+    schema_version: int = SCHEMA_VERSION
+
+    def knob(self, name: str) -> Knob:
+        for knob in self.knobs:
+            if knob.name == name:
+                return knob
+        raise KeyError(name)
+
+    def by_role(self, role: str) -> list[Knob]:
+        return [k for k in self.knobs if k.role == role]
+
+    @property
+    def tunable(self) -> list[Knob]:
+        return [k for k in self.knobs if k.tunable]
+
+    def defaults(self) -> dict[str, KnobValue]:
+        return {k.name: k.default for k in self.knobs}
+
+    def with_reference(self, losses: list[float], tolerance: float, numerics_tolerance: float) -> Contract:
+        loss = replace(
+            self.loss,
+            reference=[float(x) for x in losses[: self.loss.compare_steps]],
+            tolerance=tolerance,
+            numerics_tolerance=max(numerics_tolerance, tolerance),
+        )
+        return replace(self, loss=loss)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none(asdict(self))
+
+    def digest(self) -> str:
+        """sha256 over the canonical JSON of every field."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def contract_path(repo: Path) -> Path:
+    return Path(repo) / STATE_DIR / CONTRACT_FILE
+
+
+_HEADER = """\
+# InfraRSI task contract (schema {version}). Written by `infrarsi init`, refined by `infrarsi doctor`.
+# It fixes what every trial must keep: the workload, the loss invariant, the memory budget and
+# the editable scope. Editing it by hand invalidates `hash`; run `infrarsi init` again instead.
+"""
+
+
+def save_contract(contract: Contract, repo: Path) -> Path:
+    path = contract_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"hash": contract.digest(), **contract.to_dict()}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(_HEADER.format(version=SCHEMA_VERSION) + tomli_w.dumps(body))
+    tmp.replace(path)
+    return path
+
+
+def _section(data: dict, name: str, path: Path) -> dict:
+    value = data.get(name)
+    if not isinstance(value, dict):
+        raise ContractError(name, "missing section" if value is None else "must be a table", path)
+    return value
+
+
+def _build(cls, data: dict, prefix: str, path: Path):
+    names = {f for f in cls.__dataclass_fields__}
+    unknown = set(data) - names
+    if unknown:
+        raise ContractError(f"{prefix}.{sorted(unknown)[0]}", "unknown field", path)
+    try:
+        return cls(**data)
+    except ContractError as err:
+        raise ContractError(err.field, str(err).split(": ", 1)[-1], path) from None
+    except TypeError as err:
+        missing = [f for f, spec in cls.__dataclass_fields__.items() if f not in data]
+        field_name = f"{prefix}.{missing[0]}" if missing else prefix
+        raise ContractError(field_name, f"missing or wrong ({err})", path) from None
+
+
+_TYPES = {
+    "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
+                 "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
+                 "warmup_steps": int, "measured_steps": int, "planned_steps": int},
+    "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
+    "memory": {"budget_bytes": int, "device": str},
+    "scope": {"editable": list, "functions": list, "locked": dict},
+}
+
+
+def _check_types(section: str, data: dict, path: Path) -> None:
+    for name, expected in _TYPES[section].items():
+        if name in data and (
+            not isinstance(data[name], expected) or isinstance(data[name], bool) and expected is not bool
+        ):
+            raise ContractError(f"{section}.{name}", f"has type {type(data[name]).__name__}", path)
+
+
+def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
+    """Load and validate ``.infrarsi/contract.toml`` under ``repo``."""
+    path = contract_path(repo)
+    if not path.exists():
+        raise ContractError("(file)", f"no contract at {path}; run `infrarsi init {repo}` first", path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ContractError("(file)", f"not valid TOML: {err}", path) from None
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ContractError("schema_version", f"is {version!r}, this InfraRSI reads {SCHEMA_VERSION}", path)
+    sections = {}
+    for name in ("workload", "loss", "memory", "scope"):
+        sections[name] = _section(data, name, path)
+        _check_types(name, sections[name], path)
+    knobs_data = data.get("knobs", [])
+    if not isinstance(knobs_data, list):
+        raise ContractError("knobs", "must be an array of tables", path)
+    knobs = [_build(Knob, k, f"knobs[{i}]", path) for i, k in enumerate(knobs_data)]
+    contract = Contract(
+        workload=_build(Workload, sections["workload"], "workload", path),
+        loss=_build(LossInvariant, sections["loss"], "loss", path),
+        memory=_build(MemoryBudget, sections["memory"], "memory", path),
+        scope=_build(Scope, sections["scope"], "scope", path),
+        knobs=knobs,
+        base_commit=str(data.get("base_commit", "")),
+    )
+    if check_hash and data.get("hash") != contract.digest():
+        raise ContractError(
+            "hash",
+            "does not match the contract's content: it was edited by hand. "
+            f"Run `infrarsi init {repo}` to write a fresh one.",
+            path,
+        )
+    return contract
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LockViolation:
+    path: str
+    reason: str
+    """changed | missing"""
+
+
+def check_locked_files(contract: Contract, repo: Path) -> list[LockViolation]:
+    """Locked files whose bytes differ from what init hashed."""
+    out = []
+    for rel, digest in sorted(contract.scope.locked.items()):
+        p = Path(repo) / rel
+        if not p.exists():
+            out.append(LockViolation(rel, "missing"))
+        elif file_sha256(p) != digest:
+            out.append(LockViolation(rel, "changed"))
+    return out
+
+
+def require_intact(repo: Path) -> Contract:
+    """Load the contract and refuse when a locked file changed; every later stage starts here."""
+    contract = load_contract(repo)
+    violations = check_locked_files(contract, repo)
+    if violations:
+        v = violations[0]
+        raise ContractError(
+            "scope.locked",
+            f"locked file {v.path} is {v.reason} since init. Restore it (git checkout -- {v.path}) "
+            f"or re-run `infrarsi init {repo}` to accept the change.",
+            contract_path(repo),
+        )
+    return contract

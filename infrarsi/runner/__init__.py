@@ -1,0 +1,1 @@
+"""Running one candidate of a training job for real, in isolation, and measuring it."""

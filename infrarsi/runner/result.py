@@ -1,0 +1,105 @@
+"""What one trial is given and what it returns: values, never exceptions."""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infrarsi.contract import KnobValue
+
+
+class TrialStatus(str, enum.Enum):
+    OK = "ok"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    ABORTED_SLOW = "aborted_slow"
+    CRASH = "crash"
+    NUMERICS = "numerics"
+    CONTRACT = "contract"
+
+    @property
+    def deterministic(self) -> bool:
+        """Failures that repeat on a rerun of the same candidate (never retried)."""
+        return self in (TrialStatus.OOM, TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One configuration of the job: knob values (by knob name) and the patches applied."""
+
+    knobs: dict[str, KnobValue] = field(default_factory=dict)
+    patches: tuple[str, ...] = ()
+
+    def key(self) -> str:
+        """A stable identity, for deduplication and storage."""
+        knobs = ",".join(f"{k}={self.knobs[k]!r}" for k in sorted(self.knobs))
+        return f"{knobs}|{'+'.join(sorted(self.patches))}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"knobs": dict(self.knobs), "patches": list(self.patches)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        return cls(knobs=dict(data.get("knobs", {})), patches=tuple(data.get("patches", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One changed region of one file, as a unified-diff hunk."""
+
+    path: str
+    header: str
+    """``@@ -a,b +c,d @@``"""
+    text: str
+
+
+@dataclass(slots=True)
+class TrialResult:
+    status: TrialStatus
+    candidate: Candidate
+    step_times: list[float] = field(default_factory=list)
+    """Seconds per measured step (warm-up steps excluded)."""
+    warmup_times: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    """Loss of every step run, warm-up included."""
+    tokens_per_step: int | None = None
+    peak_bytes: int | None = None
+    """Peak memory: the watchdog's tree RSS on CPU, the probe's max allocated on CUDA."""
+    startup_s: float | None = None
+    """Launch to the end of the first step, minus that step's own time."""
+    wall_s: float = 0.0
+    """The trial's whole cost in seconds."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Mean seconds per measured step in each probe phase."""
+    model_facts: dict[str, int] = field(default_factory=dict)
+    detail: str = ""
+    """Why it ended this way: the error's last lines, the level an OOM was seen at…"""
+    log_path: str = ""
+    probe_path: str = ""
+    hunks: list[Hunk] = field(default_factory=list)
+    """Exactly what the candidate changed in the source."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is TrialStatus.OK
+
+    @property
+    def step_time(self) -> float | None:
+        """Median measured step time."""
+        return statistics.median(self.step_times) if self.step_times else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["candidate"] = self.candidate.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        data = dict(data)
+        data["status"] = TrialStatus(data["status"])
+        data["candidate"] = Candidate.from_dict(data["candidate"])
+        data["hunks"] = [Hunk(**h) for h in data.get("hunks", [])]
+        return cls(**data)
