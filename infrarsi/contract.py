@@ -111,10 +111,16 @@ class Workload:
     args: dict[str, KnobValue] = field(default_factory=dict)
     """Flags every trial passes (e.g. the step count), by flag name without dashes."""
     tokens_per_step: int
-    """Global tokens per optimizer step; every trial must report exactly this."""
+    """Global tokens per optimizer step; every trial must report exactly this. 0: init could not
+    derive it from the knob defaults, doctor sets it from the probe."""
     seq_len: int
+    """0: unknown (see tokens_per_step)."""
     global_batch: int
-    """Sequences per optimizer step (all micro-batches, all ranks)."""
+    """Sequences per optimizer step (all micro-batches, all ranks); 0: unknown."""
+    global_batch_knob: str = ""
+    """The knob holding the global batch; empty when it is derived (micro-batch x accumulation) or unknown."""
+    seq_len_knob: str = ""
+    """The knob holding the sequence length; empty when unknown."""
     seed: int
     warmup_steps: int
     measured_steps: int
@@ -128,9 +134,12 @@ class Workload:
             raise ContractError("workload.launcher", f"must be python or torchrun, got {self.launcher!r}")
         if self.knob_style not in ("argparse", "globals", "dataclass"):
             raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
-        for name in ("tokens_per_step", "seq_len", "global_batch", "measured_steps", "planned_steps"):
+        for name in ("measured_steps", "planned_steps"):
             if getattr(self, name) <= 0:
                 raise ContractError(f"workload.{name}", "must be positive")
+        for name in ("tokens_per_step", "seq_len", "global_batch"):
+            if getattr(self, name) < 0:
+                raise ContractError(f"workload.{name}", "must not be negative (0: unknown until doctor measures it)")
         if self.warmup_steps < 0:
             raise ContractError("workload.warmup_steps", "must not be negative")
 
@@ -296,6 +305,7 @@ def _build(cls, data: dict, prefix: str, path: Path):
 _TYPES = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
+                 "global_batch_knob": str, "seq_len_knob": str,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},
     "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
     "memory": {"budget_bytes": int, "device": str},

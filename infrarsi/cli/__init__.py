@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module defines `add_parser(subparsers)`, which registers its command and sets `func`.
-COMMANDS = ("trial",)
+COMMANDS = ("init", "trial", "doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:

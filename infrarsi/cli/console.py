@@ -20,3 +20,43 @@ def emit_json(data: Any) -> None:
     """Write one JSON document to stdout (for --json)."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+class ProgressSink:
+    """Renders stage events: a progress bar with one line per finished unit (trial, rerun) on stderr.
+
+    Use as a context manager; it is an EventSink. Outside a terminal it prints plain lines only."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=stderr, transient=True, disable=not stderr.is_terminal,
+        )
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> ProgressSink:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, event) -> None:
+        if event.stage == "trial":
+            return
+        task = self.tasks.get(event.stage)
+        if task is None:
+            task = self.tasks[event.stage] = self.progress.add_task(event.stage, total=event.total)
+        if event.kind == "begin":
+            self.progress.update(task, total=event.total, description=f"{event.stage}: {event.message}")
+        elif event.kind == "report":
+            self.progress.update(task, completed=event.done, total=event.total)
+            self.progress.console.print(f"[dim]{event.stage}[/] {event.message}")
+        elif event.kind == "end":
+            self.progress.update(task, completed=event.total or event.done)
+            if event.message:
+                self.progress.console.print(f"[bold]{event.stage}[/] {event.message}")
+        elif event.kind == "log":
+            self.progress.console.print(f"[dim]{event.stage}[/] {event.message}")

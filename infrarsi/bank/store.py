@@ -1,0 +1,307 @@
+"""The experience bank: findings from past runs, read back as seeds and priors.
+
+SQLite by default (``~/.infrarsi/bank.db``; ``INFRARSI_BANK_URL`` overrides it), any SQLAlchemy
+URL for a team. Several processes may write at once: a run only inserts, in one transaction,
+and SQLite runs in WAL mode with a busy timeout so writers queue instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, exc, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import selectinload, sessionmaker
+
+from infrarsi.bank.schema import Base, BestRow, EffectRow, RunRow, VerdictRow
+from infrarsi.bank.signature import WorkloadSignature
+from infrarsi.contract import KnobValue
+from infrarsi.priors.types import BASELINE_SD, MAX_ABS_LOG, MAX_SD, Prior, PriorTable
+from infrarsi.runner.result import Candidate, TrialStatus
+
+DEFAULT_URL = "sqlite:///~/.infrarsi/bank.db"
+URL_ENV = "INFRARSI_BANK_URL"
+BUSY_TIMEOUT_S = 30.0
+
+MIN_SIMILARITY = 0.3
+"""Workloads less alike than this contribute neither seeds nor priors."""
+MIN_SD = 0.02
+"""Pooled estimates never claim better than ~2%: run-to-run noise on this kind of machine."""
+OTHER_HARDWARE_SD = 0.15
+"""Added (in quadrature) to effects measured on other hardware: they transfer, loosely."""
+OTHER_WORKLOAD_SD = 0.30
+"""Added, scaled by (1 - similarity), to effects measured on a different workload."""
+OTHER_HARDWARE_WEIGHT = 0.8
+"""Closeness of other hardware relative to the same hardware, when choosing which findings to use."""
+
+VERDICTS = frozenset({s.value for s in TrialStatus} | {"not_applicable", "apply_failed"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EffectFinding:
+    """A setting's (or patch's) measured effect relative to the baseline, as the time model fitted it."""
+
+    key: str
+    role: str
+    """The knob's role, or ``patch``."""
+    value: KnobValue
+    baseline: KnobValue
+    """The value the effect is relative to (the knob's default; ``off`` for a patch)."""
+    time_log: float
+    time_sd: float
+    mem_log: float | None = None
+    mem_sd: float | None = None
+    n: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("time_log", "time_sd", "mem_log", "mem_sd"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"effect {self.key!r}: {name} must be finite")
+        if self.time_sd <= 0 or (self.mem_sd is not None and self.mem_sd <= 0):
+            raise ValueError(f"effect {self.key!r}: sds must be positive")
+        if (self.mem_log is None) != (self.mem_sd is None):
+            raise ValueError(f"effect {self.key!r}: mem_log and mem_sd go together")
+        if self.n < 1:
+            raise ValueError(f"effect {self.key!r}: n must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PatchFinding:
+    patch: str
+    verdict: str
+    """A trial status (ok, numerics, crash, oom…), or not_applicable / apply_failed."""
+    time_log: float | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"patch {self.patch!r}: verdict {self.verdict!r} is not one of {sorted(VERDICTS)}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BestConfig:
+    candidate: Candidate
+    speedup: float
+    """Verified speed-up over the baseline (2.0: twice as fast)."""
+    interval: tuple[float, float]
+    """Its confidence interval."""
+
+    def __post_init__(self) -> None:
+        low, high = self.interval
+        if not (math.isfinite(self.speedup) and self.speedup > 0 and 0 < low <= high):
+            raise ValueError(f"best config: speedup {self.speedup} with interval {self.interval} is not valid")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Seed:
+    """A past best configuration, with where it came from and how alike that workload was."""
+
+    candidate: Candidate
+    speedup: float
+    interval: tuple[float, float]
+    similarity: float
+    same_hardware: bool
+    run_id: str
+    signature: str
+    hardware_id: str
+    hardware: str
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    row: EffectRow
+    run: RunRow
+    closeness: float
+    similarity: float
+    same_hardware: bool
+
+
+def resolve_url(url: str | None = None) -> str:
+    """``url``, else ``INFRARSI_BANK_URL``, else the per-user SQLite file; ``~`` expanded."""
+    raw = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    parsed = make_url(raw)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        path = Path(parsed.database).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        parsed = parsed.set(database=str(path))
+    return parsed.render_as_string(hide_password=False)
+
+
+def _engine(url: str) -> Engine:
+    if make_url(url).get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_connection, _record) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        # WAL: readers never block the writer and writers queue on the busy timeout.
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    return engine
+
+
+def _create_tables(engine: Engine) -> None:
+    # Two processes opening a fresh bank race on CREATE TABLE; the loser sees "already exists"
+    # and a second pass finds every table there.
+    for attempt in range(3):
+        try:
+            Base.metadata.create_all(engine)
+            return
+        except (exc.OperationalError, exc.ProgrammingError, exc.IntegrityError):
+            if attempt == 2:
+                raise
+
+
+def _pool(rows: Sequence[EffectRow], mean: str, sd: str) -> tuple[float, float] | None:
+    """Precision-weighted mean and sd of the rows' estimates (None when none has one)."""
+    pairs = [(getattr(r, mean), getattr(r, sd)) for r in rows if getattr(r, mean) is not None]
+    if not pairs:
+        return None
+    weights = [1.0 / s**2 for _, s in pairs]
+    total = sum(weights)
+    return sum(w * m for w, (m, _) in zip(weights, pairs)) / total, max(total**-0.5, MIN_SD)
+
+
+def _clip(mean: float, sd: float) -> tuple[float, float]:
+    return max(-MAX_ABS_LOG, min(MAX_ABS_LOG, mean)), max(BASELINE_SD, min(MAX_SD, sd))
+
+
+class ExperienceBank:
+    """Findings from past runs in one database; a context manager that disposes its engine."""
+
+    def __init__(self, url: str | None = None):
+        self.url = resolve_url(url)
+        self.engine = _engine(self.url)
+        _create_tables(self.engine)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> ExperienceBank:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- writing
+
+    def record_run(
+        self,
+        *,
+        signature: WorkloadSignature,
+        hardware_id: str,
+        hardware: str,
+        effects: Iterable[EffectFinding] = (),
+        verdicts: Iterable[PatchFinding] = (),
+        best: Iterable[BestConfig] = (),
+        recorded_at: datetime | None = None,
+    ) -> str:
+        """Store one run's findings in one transaction; returns the new run's id."""
+        run = RunRow(id=uuid.uuid4().hex, signature=signature.key, signature_json=signature.to_json(),
+                     hardware_id=hardware_id, hardware=hardware,
+                     recorded_at=recorded_at or datetime.now(timezone.utc))
+        run.effects = [EffectRow(key=e.key, role=e.role, value=str(e.value), baseline=str(e.baseline),
+                                 time_log=e.time_log, time_sd=e.time_sd, mem_log=e.mem_log, mem_sd=e.mem_sd, n=e.n)
+                       for e in effects]
+        run.verdicts = [VerdictRow(patch=v.patch, verdict=v.verdict, time_log=v.time_log, detail=v.detail)
+                        for v in verdicts]
+        run.best = [BestRow(candidate_json=json.dumps(b.candidate.to_dict(), sort_keys=True), speedup=b.speedup,
+                            low=b.interval[0], high=b.interval[1]) for b in best]
+        with self._session.begin() as session:
+            session.add(run)
+        return run.id
+
+    # ---------------------------------------------------------------- reading
+
+    def _runs(self, signature: WorkloadSignature, *relations) -> list[tuple[RunRow, float]]:
+        """Runs of workloads at least MIN_SIMILARITY alike, with their similarity."""
+        with self._session() as session:
+            runs = session.scalars(select(RunRow).options(*(selectinload(r) for r in relations))).all()
+        scored = [(run, signature.similarity(WorkloadSignature.from_json(run.signature_json))) for run in runs]
+        return [(run, sim) for run, sim in scored if sim >= MIN_SIMILARITY]
+
+    def seeds(self, signature: WorkloadSignature, hardware_id: str, k: int = 5) -> list[Seed]:
+        """Up to ``k`` distinct past best configurations: the same workload first, then similar ones;
+        at equal likeness, the same hardware before other hardware, then the larger speed-up."""
+        found = [
+            Seed(candidate=Candidate.from_dict(json.loads(best.candidate_json)), speedup=best.speedup,
+                 interval=(best.low, best.high), similarity=sim, same_hardware=run.hardware_id == hardware_id,
+                 run_id=run.id, signature=run.signature, hardware_id=run.hardware_id, hardware=run.hardware,
+                 recorded_at=run.recorded_at)
+            for run, sim in self._runs(signature, RunRow.best) for best in run.best
+        ]
+        # Likeness is rounded so that float noise between near-identical workloads does not
+        # outrank the same-hardware preference.
+        found.sort(key=lambda s: (-round(s.similarity, 2), not s.same_hardware, -s.speedup))
+        unique: dict[str, Seed] = {}
+        for seed in found:
+            unique.setdefault(seed.candidate.key(), seed)
+        return list(unique.values())[:k]
+
+    def verdicts(self, signature: WorkloadSignature, hardware_id: str) -> dict[str, list[tuple[PatchFinding, float, bool]]]:
+        """Past verdicts per patch on alike workloads: (finding, similarity, same hardware), closest first."""
+        out: dict[str, list[tuple[PatchFinding, float, bool]]] = defaultdict(list)
+        for run, sim in self._runs(signature, RunRow.verdicts):
+            for v in run.verdicts:
+                finding = PatchFinding(patch=v.patch, verdict=v.verdict, time_log=v.time_log, detail=v.detail)
+                out[v.patch].append((finding, sim, run.hardware_id == hardware_id))
+        for items in out.values():
+            items.sort(key=lambda item: (-round(item[1], 2), not item[2]))
+        return dict(out)
+
+    def priors_for(self, signature: WorkloadSignature, hardware_id: str, *,
+                   baselines: Mapping[str, KnobValue] | None = None) -> PriorTable:
+        """Observed effects as priors: for each key the closest findings (same workload and hardware
+        best), pooled, then widened for every way their context differs from this one.
+
+        ``baselines`` (knob name -> this run's default) drops effects measured against another
+        default, since an effect is relative to its baseline; patches always compare to "off".
+        """
+        observed: dict[str, list[_Observed]] = defaultdict(list)
+        for run, sim in self._runs(signature, RunRow.effects):
+            same = run.hardware_id == hardware_id
+            for row in run.effects:
+                knob = row.key.split("=", 1)[0]
+                if baselines is not None and row.role != "patch" and (
+                        knob not in baselines or str(baselines[knob]) != row.baseline):
+                    continue
+                closeness = sim * (1.0 if same else OTHER_HARDWARE_WEIGHT)
+                observed[row.key].append(_Observed(row, run, closeness, sim, same))
+        priors = []
+        for key, items in observed.items():
+            best = max(item.closeness for item in items)
+            closest = [item for item in items if math.isclose(item.closeness, best, rel_tol=1e-9)]
+            priors.append(self._prior(key, closest))
+        return PriorTable.of(priors)
+
+    @staticmethod
+    def _prior(key: str, items: list[_Observed]) -> Prior:
+        rows = [item.row for item in items]
+        sim, same = items[0].similarity, items[0].same_hardware
+        widen = (0.0 if same else OTHER_HARDWARE_SD) ** 2 + (OTHER_WORKLOAD_SD * (1 - sim)) ** 2
+        time_mean, time_sd = _pool(rows, "time_log", "time_sd") or (0.0, 1.0)  # time is never missing (NOT NULL)
+        mem = _pool(rows, "mem_log", "mem_sd")
+        # Memory never measured here: no effect expected, and no confidence either.
+        mem_mean, mem_sd = mem if mem is not None else (0.0, 1.0)
+        time_mean, time_sd = _clip(time_mean, math.sqrt(time_sd**2 + widen))
+        mem_mean, mem_sd = _clip(mem_mean, math.sqrt(mem_sd**2 + widen))
+        runs = {item.run.id for item in items}
+        where = "this hardware" if same else f"other hardware ({items[0].run.hardware})"
+        return Prior(key=key, time_log_mean=time_mean, time_log_sd=time_sd, mem_log_mean=mem_mean,
+                     mem_log_sd=mem_sd, source=f"bank: {sum(r.n for r in rows)} trials in {len(runs)} run(s) on "
+                                               f"{where}, workload similarity {sim:.2f}")

@@ -1,0 +1,114 @@
+"""`infrarsi init PATH [--scope …] [--budget-gib X] [--entry FILE] [--insert-probe] [--json]`: write the task contract."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.syntax import Syntax
+from rich.table import Table
+
+from infrarsi.cli.console import console, emit_json, err
+from infrarsi.stages.init import MEASURED_STEPS, WARMUP_STEPS, InitResult, init
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "init",
+        help="find the entry point and its knobs, lock the scope, write .infrarsi/contract.toml",
+        description="Reads the training repo with libcst (nothing is imported or run), classifies its knobs, "
+        "locks the editable scope and hashes every other Python source, and writes .infrarsi/contract.toml. "
+        "The user's files are not changed, unless --insert-probe is given.",
+    )
+    p.add_argument("path", nargs="?", default=".", type=Path, help="the repository (default: .)")
+    p.add_argument(
+        "--scope",
+        type=_csv,
+        metavar="A.py,B.py",
+        help="editable files (path or path::function); +path widens the default scope, -path narrows it",
+    )
+    p.add_argument("--budget-gib", type=_positive_float, metavar="X",
+                   help="memory budget in GiB (default: the README's budget_mib line, else 80%% of RAM / the card)")
+    p.add_argument("--entry", metavar="FILE", help="the training script, when init cannot pick it")
+    p.add_argument("--launcher", choices=("python", "torchrun"), help="override the detected launcher")
+    p.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS, metavar="N")
+    p.add_argument("--measured-steps", type=int, default=MEASURED_STEPS, metavar="N")
+    p.add_argument("--planned-steps", type=int, metavar="N",
+                   help="steps the real job runs (default: the step knob's default)")
+    p.add_argument("--insert-probe", action="store_true",
+                   help="write the probe codemod into the training loop (init otherwise only shows its diff)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    result = init(
+        args.path,
+        scope=args.scope,
+        budget_bytes=int(args.budget_gib * 2**30) if args.budget_gib else None,
+        entry=args.entry,
+        launcher=args.launcher,
+        insert_probe=args.insert_probe,
+        warmup_steps=args.warmup_steps,
+        measured_steps=args.measured_steps,
+        planned_steps=args.planned_steps,
+    )
+    if args.json:
+        emit_json(result.to_dict())
+        return 0 if result.ok else 2
+    if not result.ok:
+        err(result.message)
+        return 2
+    render(result)
+    return 0
+
+
+def _value(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def render(result: InitResult) -> None:
+    contract = result.contract
+    w = contract.workload
+    console.print(f"[bold]init[/] {result.entry}  [dim]{w.knob_style} knobs, launched with {w.launcher}[/]")
+    table = Table(box=None, pad_edge=False)
+    for column in ("knob", "role", "default", "domain", "tunable", "source"):
+        table.add_column(column)
+    for k in sorted(contract.knobs, key=lambda k: (not k.tunable, k.role, k.name)):
+        domain = ", ".join(_value(v) for v in k.domain) if k.tunable else "[dim]fixed[/]"
+        table.add_row(k.name, k.role, _value(k.default), domain, "[green]yes[/]" if k.tunable else "no", k.source)
+    console.print(table)
+    tokens = f"{w.tokens_per_step:,}" if w.tokens_per_step else "[yellow]unknown (doctor measures it)[/]"
+    console.print(
+        f"workload: {tokens} tokens/step = {w.global_batch or '?'} sequences × {w.seq_len or '?'} tokens; "
+        f"seed {w.seed}; {w.warmup_steps} warm-up + {w.measured_steps} measured steps per trial, "
+        f"{w.planned_steps} in the real job"
+    )
+    console.print(f"memory budget: {contract.memory.budget_bytes / 2**30:.2f} GiB ({contract.memory.device})")
+    console.print(f"editable: {', '.join(result.editable)}" + (
+        f"  [dim](functions: {', '.join(contract.scope.functions)})[/]" if contract.scope.functions else ""))
+    console.print(f"locked (hashed): {', '.join(result.locked) or '[dim]none[/]'}")
+    if result.unknown:
+        console.print(f"unknown knobs, kept at their defaults: {', '.join(result.unknown)}")
+    for s in result.skipped:
+        console.print(f"[dim]not a knob: {s['name']} ({s['source']}): {s['reason']}[/]")
+    if result.probe_diff and not result.probe_inserted:
+        console.print("[bold]The probe is missing.[/] This diff adds it (rerun with --insert-probe to write it):")
+        console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
+    elif result.probe_inserted:
+        console.print("[bold]Inserted the probe:[/]")
+        console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    console.print(f"[dim]wrote {result.contract_path}[/]")

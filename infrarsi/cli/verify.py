@@ -1,0 +1,42 @@
+"""`infrarsi verify PATH REV [--json]`: does a promoted commit's speedup still hold? Exit 1 if not."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.contract import ContractError
+from infrarsi.stages.verify import verify
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="rerun a commit and its base interleaved: does the recorded speedup still hold?",
+        description="Checks out REV and its base in temporary worktrees, runs them interleaved under the "
+        "contract, and says whether REV is still faster beyond the noise floor. Exits 1 when it is not "
+        "(usable in CI).",
+    )
+    p.add_argument("path", type=Path, help="the repository")
+    p.add_argument("rev", help="the commit to check (e.g. infrarsi/<run-id>)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        with ProgressSink() as progress:
+            result = verify(args.path, args.rev, rounds=args.rounds, on_event=progress)
+    except ContractError as error:
+        err(str(error))
+        return 2
+    if args.json:
+        emit_json(result.to_dict())
+    elif result.status == "error":
+        err(result.message)
+    else:
+        color = "green" if result.status == "holds" else "red"
+        console.print(f"[bold {color}]{result.message}[/]")
+    return 0 if result.status == "holds" else 1

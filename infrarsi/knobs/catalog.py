@@ -1,0 +1,174 @@
+"""The built-in catalog: what role a knob plays, judged from its name (and help text for batch sizes),
+and the values the search may try for each tunable role.
+
+Workload knobs (global batch, sequence length, model shape, optimizer hyper-parameters, seed,
+data, device) define the job: they are locked as invariants. Each one carries an ``aspect`` that
+says which part of the workload it fixes; init reads ``global_batch`` and ``seq_len`` from it.
+A name the catalog does not know gets role ``unknown`` and stays at its default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from infrarsi.contract import KnobValue
+from infrarsi.knobs.discover import RawKnob
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    role: str
+    pattern: str
+    """A regex matched against the whole normalized name (lower case, ``-`` as ``_``)."""
+    aspect: str = ""
+    """For role ``workload``: global_batch | global_tokens | seq_len | model | optim | seed | data | device."""
+
+
+_GLOBAL_BATCH = r"(global|total|effective)_?(batch(_size)?|bs)"
+_BATCH = r"batch(_size)?|bs|train_batch_size"
+_MICRO = (
+    r"micro_?batch(_size)?|micro_bs|mbs|per_device_(train_)?batch_size|(device|local)_batch_size"
+    r"|batch_size_per_(gpu|device|rank)"
+)
+_GRAD_ACCUM = r"(gradient|grad)_?acc(um(ulation)?)?(_steps|_iters?)?|accum(ulation)?(_steps|_iters?)?|ga_steps"
+
+CATALOG: tuple[Rule, ...] = (
+    Rule("steps", r"(max|num|n|total|train)?_?(iters?|iterations|steps)|num_train_steps"),
+    Rule("micro_batch", _MICRO),
+    Rule("grad_accum", _GRAD_ACCUM),
+    Rule("threads", r"(num_|n_|torch_|intra_op_|omp_|cpu_)?threads|nthreads"),
+    Rule(
+        "activation_checkpointing",
+        r"(activation|act|gradient|grad)_?(checkpointing|checkpoint|ckpt)|checkpoint_activations"
+        r"|recompute(_activations)?|ac|use_(activation_)?checkpointing",
+    ),
+    Rule("compile", r"(torch_|use_)?compile(_model|_mode)?"),
+    Rule("dtype", r"(amp_|autocast_|param_|compute_)?dtype|precision|mixed_precision|(use_)?(amp|bf16|fp16)"),
+    Rule("optimizer_impl", r"(optimizer|optim|adam|adamw)_(impl|implementation|backend|kind)|fused(_adam|_adamw|_optimizer)?|foreach"),
+    Rule("dataloader_workers", r"(num_|n_|dataloader_|loader_|data_)?workers"),
+    Rule("ddp_bucket_mb", r"(ddp_)?bucket_(cap|size)(_mb)?|bucket_mb"),
+    Rule("ddp_grad_as_bucket_view", r"(ddp_)?(gradient|grad)s?_as_bucket_view"),
+    Rule("ddp_static_graph", r"(ddp_)?static_graph"),
+    Rule("attention_impl", r"(attention|attn)(_impl|_implementation|_backend|_kernel)?|(use_)?(flash|sdpa)(_attn|_attention)?"),
+    Rule("moe_dispatch", r"(moe_|expert_)?dispatch(_impl|_mode)?|moe_impl"),
+    Rule("zero_grad", r"(zero_grad_)?set_to_none|zero_grad(_mode|_impl)?"),
+    Rule("fsdp", r"(use_)?fsdp|fsdp_\w+|sharding(_strategy)?|zero_stage"),
+    Rule("workload", _GLOBAL_BATCH, "global_batch"),
+    Rule(
+        "workload",
+        r"block_size|(max_)?seq(uence)?_?len(gth)?|context_(length|len|size)|n_ctx|ctx_len|max_length"
+        r"|max_position_embeddings",
+        "seq_len",
+    ),
+    Rule(
+        "workload",
+        r"n_?layers?|num_(hidden_)?layers|depth|n_?heads?|num_(attention_)?heads|n_kv_heads?|n_?embd|d_model|dim"
+        r"|hidden_(size|dim)|emb(ed(ding)?)?_(dim|size)|head_dim|(n_)?vocab(_size)?|(ffn|mlp|intermediate)_(dim|size|ratio|hidden)"
+        r"|ffn_mult|n_?experts?|num_(local_)?experts|top_?k|experts_per_tok(en)?|capacity_factor|expert_capacity"
+        r"|aux_loss(_coef|_weight|_alpha)?|router_\w+|bias|dropout|init_from|model(_name|_size|_type)?|tie_\w+"
+        r"|norm_eps|rope_theta",
+        "model",
+    ),
+    Rule(
+        "workload",
+        r"learning_rate|lr|(max|min|base|peak)_lr|\w*warmup\w*|lr_\w+|decay_lr|weight_decay|wd|beta[12]|betas"
+        r"|(adam_)?eps(ilon)?|grad_clip|clip_grad(_norm)?|max_grad_norm|momentum|label_smoothing|optimizer|optim",
+        "optim",
+    ),
+    Rule("workload", r"(random_|data_|torch_)?seed", "seed"),
+    Rule(
+        "workload",
+        r"dataset|data(_dir|_path|_root|_file)?|(train|val|eval)_(data|file|path)|tokenizer\w*",
+        "data",
+    ),
+    Rule("workload", r"device(_type)?|(dist_)?backend", "device"),
+)
+
+
+def normalize(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def _match(name: str, pattern: str) -> bool:
+    return re.fullmatch(pattern, normalize(name)) is not None
+
+
+def _batch_rule(knob: RawKnob, names: list[str]) -> Rule:
+    """A plain ``batch_size`` is the micro-batch when accumulation is its own knob (nanoGPT), the
+    global batch otherwise; its help text, when it says so, decides."""
+    text = knob.help.lower()
+    if re.search(r"micro|per[ -_](device|gpu|rank|replica)", text):
+        return Rule("micro_batch", "")
+    if re.search(r"global|total|per (optimizer )?step|effective", text):
+        return Rule("workload", "", "global_tokens" if "token" in text else "global_batch")
+    others = [n for n in names if n != knob.name]
+    if any(_match(n, _MICRO) for n in others):
+        return Rule("workload", "", "global_batch")
+    if any(_match(n, _GRAD_ACCUM) for n in others) and not any(_match(n, _GLOBAL_BATCH) for n in others):
+        return Rule("micro_batch", "")
+    return Rule("workload", "", "global_batch")
+
+
+def classify(knob: RawKnob, names: list[str]) -> Rule:
+    """The catalog rule for ``knob`` given every knob name of the script (batch sizes depend on the others)."""
+    if _match(knob.name, _BATCH):
+        return _batch_rule(knob, names)
+    for rule in CATALOG:
+        if _match(knob.name, rule.pattern):
+            if rule.aspect == "global_batch" and "token" in knob.help.lower():
+                return Rule("workload", rule.pattern, "global_tokens")
+            return rule
+    return Rule("unknown", "")
+
+
+# Values tried for roles whose domain does not depend on the script (the default is always added).
+_WORKERS = (0, 2, 4)
+_BUCKETS_MB = (10, 25, 50, 100)
+_DTYPES = ("float32", "bfloat16")
+
+
+def _with_default(values: list[KnobValue], default: KnobValue) -> list[KnobValue]:
+    out = list(dict.fromkeys([*values, default]))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in out):
+        out.sort()
+    return out
+
+
+def power_of_two_divisors(n: int) -> list[int]:
+    out, m = [], 1
+    while m <= n:
+        if n % m == 0:
+            out.append(m)
+        m *= 2
+    return out
+
+
+def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int) -> tuple[list[KnobValue], str]:
+    """(values the search may try, why it is fixed when it is): a domain of one value means fixed."""
+    default = knob.default
+    assert default is not None
+    if role in ("workload", "unknown", "steps"):
+        return [], {"workload": "defines the workload", "unknown": "not in the catalog", "steps": "set by the contract"}[role]
+    if knob.type == "bool":
+        return [False, True], ""
+    if knob.choices:
+        return _with_default(list(knob.choices), default), ""
+    if role == "micro_batch" and knob.type == "int":
+        if not global_batch:
+            return [], "the global batch is unknown, so the micro-batches that divide it are too"
+        return _with_default(power_of_two_divisors(global_batch), default), ""
+    if role == "grad_accum" and knob.type == "int":
+        if not global_batch:
+            return [], "the global batch is unknown, so the accumulation steps that divide it are too"
+        return _with_default([global_batch // m for m in power_of_two_divisors(global_batch)], default), ""
+    if role == "threads" and knob.type == "int":
+        return _with_default(list(range(1, cpu_count + 1)), default), ""
+    if role == "dtype" and knob.type == "str":
+        return _with_default(list(_DTYPES), default), ""
+    if role == "dataloader_workers" and knob.type == "int":
+        return _with_default(list(_WORKERS), default), ""
+    if role == "ddp_bucket_mb" and knob.type in ("int", "float"):
+        cast = int if knob.type == "int" else float
+        return _with_default([cast(v) for v in _BUCKETS_MB], default), ""
+    return [], f"no built-in values for a {knob.type} {role} knob without choices"

@@ -1,0 +1,141 @@
+"""How InfraRSI reaches Anthropic: one typed config, one client factory, shared by every LLM caller.
+
+Settings come from, first match wins per field: the environment (``ANTHROPIC_API_KEY``,
+``INFRARSI_ANTHROPIC_MODEL``, ``ANTHROPIC_BASE_URL``, ``INFRARSI_LLM_TIMEOUT_S``,
+``INFRARSI_LLM_MAX_RETRIES``), the repo's ``.infrarsi/config.toml``, the user's
+``~/.infrarsi/config.toml``, then defaults. The config files use one table::
+
+    [anthropic]
+    model = "claude-sonnet-4-5"
+    api_key = "…"          # prefer the environment; a file key is for a private machine
+    base_url = "http://127.0.0.1:8080"
+    timeout_s = 60
+    max_retries = 2
+
+An invalid value falls back to the default and is named in ``LLMConfig.warnings`` rather than
+raising, so a typo in a config file never stops a run (the built-in priors still work).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infrarsi.contract import STATE_DIR
+
+CONFIG_FILE = "config.toml"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_TOKENS = 4096
+
+if TYPE_CHECKING:  # importing the client costs seconds; only a real call needs it
+    import anthropic
+
+_ENV = {
+    "api_key": "ANTHROPIC_API_KEY",
+    "model": "INFRARSI_ANTHROPIC_MODEL",
+    "base_url": "ANTHROPIC_BASE_URL",
+    "timeout_s": "INFRARSI_LLM_TIMEOUT_S",
+    "max_retries": "INFRARSI_LLM_MAX_RETRIES",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMConfig:
+    api_key: str | None = None
+    """None: no key configured, so no LLM calls are made."""
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    """None: the client's own default endpoint."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Per request attempt; the client retries timeouts too."""
+    max_retries: int = DEFAULT_MAX_RETRIES
+    """Retries after the first attempt, on timeouts, connection errors, 408/409/429 and 5xx."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    """Settings that were ignored, and why."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.api_key)
+
+
+def _read_file(path: Path, warnings: list[str]) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        warnings.append(f"{path}: unreadable ({err}); ignored")
+        return {}
+    table = data.get("anthropic", {})
+    if not isinstance(table, dict):
+        warnings.append(f"{path}: [anthropic] must be a table; ignored")
+        return {}
+    return table
+
+
+def _coerce(name: str, raw: Any, where: str, warnings: list[str]) -> Any:
+    """A valid value for field ``name``, or None (with a warning) when ``raw`` is not one."""
+    try:
+        if name in ("api_key", "model", "base_url"):
+            if not isinstance(raw, str) or not raw.strip():
+                raise ValueError("must be a non-empty string")
+            return raw.strip()
+        if name == "timeout_s":
+            value = float(raw)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError("must be a positive number")
+            return value
+        if name == "max_retries":
+            if isinstance(raw, bool) or int(raw) != float(raw) or int(raw) < 0:
+                raise ValueError("must be a whole number >= 0")
+            return int(raw)
+    except (TypeError, ValueError) as err:
+        warnings.append(f"{where}: {name}={raw!r} {err}; using the default")
+    return None
+
+
+def load_llm_config(repo: Path | None = None, *, env: Mapping[str, str] | None = None,
+                    home: Path | None = None) -> LLMConfig:
+    """Resolve the Anthropic settings for ``repo`` (env, repo config, user config, defaults)."""
+    env = os.environ if env is None else env
+    home = Path.home() if home is None else home
+    warnings: list[str] = []
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        ("environment", {f: env[v] for f, v in _ENV.items() if env.get(v)}),
+    ]
+    files = ([Path(repo) / STATE_DIR / CONFIG_FILE] if repo is not None else []) + [home / STATE_DIR / CONFIG_FILE]
+    layers += [(str(p), _read_file(p, warnings)) for p in files]
+    values: dict[str, Any] = {}
+    for where, layer in layers:
+        for name in _ENV:
+            if name in values or name not in layer:
+                continue
+            value = _coerce(name, layer[name], where, warnings)
+            if value is not None:
+                values[name] = value
+    return LLMConfig(**values, warnings=tuple(warnings))
+
+
+def make_client(config: LLMConfig) -> anthropic.Anthropic:
+    """The real client, with every setting explicit so nothing else on the machine changes it.
+
+    Passing ``api_key`` stops the client from consulting profiles or federation settings.
+    """
+    if not config.configured:
+        raise ValueError("no Anthropic API key configured (set ANTHROPIC_API_KEY)")
+    import anthropic
+
+    return anthropic.Anthropic(
+        api_key=config.api_key,
+        base_url=config.base_url,
+        timeout=config.timeout_s,
+        max_retries=config.max_retries,
+    )

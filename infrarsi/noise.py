@@ -1,0 +1,220 @@
+"""How noisy the baseline is, and what that lets us trust.
+
+Three rules live here, each the single place it is decided:
+
+- **Smallest trustworthy speedup** (:func:`min_trustworthy_speedup`). Comparing one run of a
+  candidate with one run of the baseline, the log-ratio of their median step times has a standard
+  deviation of about ``sqrt(2)·cv`` where ``cv`` is the run-to-run coefficient of variation of a
+  run's median step time. A speedup below ``1 + z·sqrt(2)·cv`` (z = 1.96 at 95%) can be noise.
+  Two or three runs estimate ``cv`` poorly, so ``cv`` is never taken below the standard error of a
+  median the within-run noise alone implies (``1.2533·cv_within/sqrt(steps)``), and the result is
+  never below :data:`MIN_SPEEDUP_FLOOR`.
+- **Speedup confidence interval** (:func:`speedup_interval`). Welch's t interval on the difference
+  of mean log-times, exponentiated: the speedup is a ratio, logs make it a difference, and t (not
+  z, not a bootstrap) stays honest with the 2–5 samples verification can afford.
+- **Loss tolerance** (:func:`loss_tolerance`). Same-seed reruns of the baseline show the run-to-run
+  numerical spread (zero on a CPU, where they are bitwise identical; non-zero on GPUs with
+  non-deterministic kernels). A rerun that only reorders float sums (another micro-batch split of
+  the same global batch) shows reassociation noise, the largest change a numerics-preserving
+  candidate may legitimately cause. The tolerance is ``LOSS_SAFETY`` times the largest deviation
+  seen in the first K steps, and never below ``LOSS_REL_FLOOR`` of the loss. Changes that alter
+  numerics by design (bf16, tf32) are judged against the declared ``NUMERICS_REL`` of the loss.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from typing import NamedTuple
+
+from scipy import stats
+
+MIN_SPEEDUP_FLOOR = 1.01
+"""No single-run comparison trusts less than 1%, however quiet the baseline looked."""
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
+"""Standard error of a sample median over that of the mean, for normal data (1.2533)."""
+
+LOSS_SAFETY = 10.0
+LOSS_REL_FLOOR = 1e-5
+NUMERICS_REL = 0.01
+
+
+def cv(values: list[float]) -> float:
+    """Coefficient of variation (sample standard deviation over mean); 0 for fewer than 2 values."""
+    if not values:
+        raise ValueError("cv of no values")
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean else math.inf
+
+
+def _z(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def min_trustworthy_speedup(run_cv: float, confidence: float = 0.95) -> float:
+    """The smallest speedup one run each of baseline and candidate can show beyond noise."""
+    return max(MIN_SPEEDUP_FLOOR, 1 + _z(confidence) * math.sqrt(2) * run_cv)
+
+
+@dataclass(kw_only=True, slots=True)
+class StepNoise:
+    """Step-time noise of repeated baseline runs."""
+
+    runs: int
+    steps_per_run: int
+    """Measured steps in the shortest run."""
+    step_s: float
+    """Median over runs of each run's median step time."""
+    run_medians: list[float]
+    within_run_cv: float
+    """Mean over runs of each run's step-time CV."""
+    run_to_run_cv: float
+    """CV of the runs' median step times."""
+    effective_cv: float
+    """The run-level CV the floor uses: run-to-run, but at least what within-run noise implies."""
+    confidence: float
+    min_speedup: float
+    """Smallest trustworthy speedup (see the module docstring)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StepNoise:
+        return cls(**data)
+
+
+def step_noise(runs: list[list[float]], confidence: float = 0.95) -> StepNoise:
+    """Noise statistics from the measured step times of each run (one list per run)."""
+    if len(runs) < 2:
+        raise ValueError(f"run-to-run noise needs at least 2 runs, got {len(runs)}")
+    if any(len(r) < 2 for r in runs):
+        raise ValueError("every run needs at least 2 measured steps")
+    medians = [statistics.median(r) for r in runs]
+    within = statistics.fmean(cv(r) for r in runs)
+    steps = min(len(r) for r in runs)
+    between = cv(medians)
+    effective = max(between, MEDIAN_EFFICIENCY * within / math.sqrt(steps))
+    return StepNoise(
+        runs=len(runs),
+        steps_per_run=steps,
+        step_s=statistics.median(medians),
+        run_medians=medians,
+        within_run_cv=within,
+        run_to_run_cv=between,
+        effective_cv=effective,
+        confidence=confidence,
+        min_speedup=min_trustworthy_speedup(effective, confidence),
+    )
+
+
+class SpeedupInterval(NamedTuple):
+    """Baseline time over candidate time: above 1 means the candidate is faster."""
+
+    point: float
+    low: float
+    high: float
+
+    def clears(self, threshold: float) -> bool:
+        """Whether the whole interval lies above ``threshold`` (e.g. doctor's min speedup)."""
+        return self.low > threshold
+
+
+def speedup_interval(
+    base_times: list[float], cand_times: list[float], confidence: float = 0.95
+) -> SpeedupInterval:
+    """Speedup of the candidate over the baseline with a Welch-t confidence interval on log-times.
+
+    Pass one value per run (each run's median step time) so the run-to-run noise is in the sample;
+    per-step times of a single run give only the within-run interval, which is too narrow.
+    """
+    _z(confidence)
+    for name, xs in (("base_times", base_times), ("cand_times", cand_times)):
+        if len(xs) < 2:
+            raise ValueError(f"{name} needs at least 2 samples for an interval, got {len(xs)}")
+        if any(not (x > 0 and math.isfinite(x)) for x in xs):
+            raise ValueError(f"{name} must be positive finite times")
+    lb = [math.log(x) for x in base_times]
+    lc = [math.log(x) for x in cand_times]
+    diff = statistics.fmean(lb) - statistics.fmean(lc)
+    vb = statistics.variance(lb) / len(lb)
+    vc = statistics.variance(lc) / len(lc)
+    se = math.sqrt(vb + vc)
+    point = math.exp(diff)
+    if se == 0:
+        return SpeedupInterval(point, point, point)
+    df = (vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return SpeedupInterval(point, math.exp(diff - half), math.exp(diff + half))
+
+
+@dataclass(kw_only=True, slots=True)
+class LossSpread:
+    """The baseline's loss trajectory, its spread, and the tolerances chosen from it."""
+
+    reference: list[float]
+    """Per-step mean loss of the same-seed repeats, every step."""
+    spread: list[float]
+    """Per step, the largest minus the smallest loss over all runs that reached it."""
+    max_deviation: float
+    """Largest |loss − reference| in the first K steps over every run, reassociation runs included."""
+    compare_steps: int
+    tolerance: float
+    numerics_tolerance: float
+    rule: str
+    """The rule in words, with its numbers, for the report."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LossSpread:
+        return cls(**data)
+
+
+def loss_tolerance(
+    repeats: list[list[float]], compare_steps: int, reassociated: list[list[float]] = ()
+) -> LossSpread:
+    """Reference losses and tolerances from same-seed repeats and runs that only reorder float sums."""
+    if not repeats:
+        raise ValueError("no baseline losses")
+    steps = min(len(r) for r in repeats)
+    if steps < compare_steps:
+        raise ValueError(f"the baseline logged {steps} losses, fewer than the {compare_steps} the contract compares")
+    runs = [list(r[:steps]) for r in repeats]
+    if any(not math.isfinite(x) for r in runs + list(reassociated) for x in r):
+        raise ValueError("the baseline's loss is NaN or infinite: it has no trajectory to compare against")
+    reference = [statistics.fmean(col) for col in zip(*runs)]
+    everything = runs + [list(r[:steps]) for r in reassociated]
+    spread = []
+    for i in range(steps):
+        col = [r[i] for r in everything if i < len(r)]
+        spread.append(max(col) - min(col))
+    max_dev = max(
+        (abs(r[i] - reference[i]) for r in everything for i in range(min(compare_steps, len(r)))), default=0.0
+    )
+    scale = max(abs(x) for x in reference[:compare_steps])
+    floor = LOSS_REL_FLOOR * scale
+    tolerance = max(LOSS_SAFETY * max_dev, floor)
+    numerics = max(tolerance, NUMERICS_REL * scale)
+    rule = (
+        f"tolerance = max({LOSS_SAFETY:g} × largest deviation in the first {compare_steps} steps "
+        f"({max_dev:.3g}, over {len(runs)} same-seed and {len(reassociated)} reassociation runs), "
+        f"{LOSS_REL_FLOOR:g} × loss ({floor:.3g})) = {tolerance:.3g}; "
+        f"numerics-by-design tolerance = {NUMERICS_REL:g} × loss = {numerics:.3g}"
+    )
+    return LossSpread(
+        reference=reference,
+        spread=spread,
+        max_deviation=max_dev,
+        compare_steps=compare_steps,
+        tolerance=tolerance,
+        numerics_tolerance=numerics,
+        rule=rule,
+    )

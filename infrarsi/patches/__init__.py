@@ -1,0 +1,146 @@
+"""The patch library: one source patch per module, applied to a trial's isolated work tree.
+
+``REGISTRY`` maps each patch's name (its module's name) to the patch, in the order they are
+applied. Names ``llm:<id>`` refer to unified diffs stored at ``.infrarsi/patches/<id>.diff``
+(see ``diff_patch``). Every application returns a :class:`PatchOutcome`; nothing here raises for
+a patch that does not apply or fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.patches.activation_checkpointing import ActivationCheckpointing
+from infrarsi.patches.base import (
+    APPLIED,
+    FAILED,
+    SKIPPED,
+    Patch,
+    PatchError,
+    PatchOutcome,
+    PriorEffect,
+    Site,
+    diff_hunks,
+)
+from infrarsi.patches.compile_model import CompileModel
+from infrarsi.patches.ddp_no_sync import DdpNoSync
+from infrarsi.patches.diff_patch import LLM_PREFIX, apply_diff
+from infrarsi.patches.moe_batched_dispatch import MoeBatchedDispatch
+from infrarsi.patches.optimizer_foreach import OptimizerForeach
+from infrarsi.patches.optimizer_fused import OptimizerFused
+from infrarsi.patches.pinned_memory import PinnedMemory
+from infrarsi.patches.scope import scope_violation
+from infrarsi.patches.sdpa_attention import SdpaAttention
+from infrarsi.patches.tf32_matmul import Tf32Matmul
+from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
+
+__all__ = [
+    "REGISTRY", "Patch", "PatchOutcome", "PriorEffect", "Site", "find_sites", "apply_patches",
+    "APPLIED", "SKIPPED", "FAILED",
+]
+
+REGISTRY: dict[str, Patch] = {
+    p.name: p
+    for p in (
+        SdpaAttention(),
+        MoeBatchedDispatch(),
+        OptimizerForeach(),
+        OptimizerFused(),
+        ZeroGradSetToNone(),
+        ActivationCheckpointing(),
+        CompileModel(),
+        DdpNoSync(),
+        Tf32Matmul(),
+        PinnedMemory(),
+    )
+}
+
+
+def _editable(repo: Path, contract: Contract) -> list[str]:
+    return [rel for rel in contract.scope.editable if rel.endswith(".py") and (Path(repo) / rel).is_file()]
+
+
+def _existing_knob(patch: Patch, contract: Contract) -> str | None:
+    """Why a gated patch is left to the script's own knob, or None."""
+    if patch.gate_role is None:
+        return None
+    knobs = contract.by_role(patch.gate_role)
+    if not knobs:
+        return None
+    return f"the script already has a {patch.gate_role} knob ({knobs[0].name}); the search tunes it instead"
+
+
+def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
+    """``(patch name, site)`` for every place a library patch applies in the editable files."""
+    found = []
+    for name, patch in REGISTRY.items():
+        if _existing_knob(patch, contract):
+            continue
+        for rel in _editable(repo, contract):
+            source = (Path(repo) / rel).read_text()
+            found.extend((name, site) for site in patch.sites(rel, source))
+    return found
+
+
+def apply_patches(
+    workdir: Path,
+    names: Sequence[str],
+    contract: Contract,
+    device: str,
+    *,
+    diff_dir: Path | None = None,
+) -> list[PatchOutcome]:
+    """Apply ``names`` in order to the editable files in ``workdir`` (an isolated copy) and write them.
+
+    Each patch sees the files as the patches before it left them. ``llm:<id>`` diffs are read
+    from ``diff_dir`` (default ``workdir/.infrarsi/patches``).
+    """
+    workdir = Path(workdir)
+    diff_dir = Path(diff_dir) if diff_dir is not None else workdir / STATE_DIR / "patches"
+    outcomes = []
+    for name in names:
+        if name.startswith(LLM_PREFIX):
+            outcome = apply_diff(workdir, diff_dir / f"{name[len(LLM_PREFIX):]}.diff", contract, name=name)
+        else:
+            outcome = _apply_one(workdir, name, contract, device)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _apply_one(workdir: Path, name: str, contract: Contract, device: str) -> PatchOutcome:
+    patch = REGISTRY.get(name)
+    if patch is None:
+        return PatchOutcome(name, FAILED, f"unknown patch {name!r}; known: {', '.join(REGISTRY)}")
+    if patch.gpu_only and device != "cuda":
+        return PatchOutcome(name, SKIPPED, f"GPU-only patch: it means nothing on {device}")
+    existing = _existing_knob(patch, contract)
+    if existing:
+        return PatchOutcome(name, SKIPPED, existing)
+    before: dict[str, str] = {}
+    after: dict[str, str] = {}
+    knobs = []
+    for rel in _editable(workdir, contract):
+        source = (workdir / rel).read_text()
+        try:
+            result = patch.transform(rel, source)
+        except PatchError as err:
+            return PatchOutcome(name, FAILED, f"{rel}: {err}")
+        if result.sites and result.code != source:
+            before[rel], after[rel] = source, result.code
+            knobs.extend(result.knobs)
+    if not after:
+        return PatchOutcome(name, SKIPPED, "does not apply: no site in the editable files")
+    for rel, code in after.items():
+        violation = scope_violation(rel, before[rel], code, contract)
+        if violation:
+            return PatchOutcome(name, FAILED, violation)
+        try:
+            compile(code, rel, "exec")
+        except SyntaxError as err:
+            return PatchOutcome(name, FAILED, f"the patched {rel} does not compile: {err}")
+    for rel, code in after.items():
+        (workdir / rel).write_text(code)
+    hunks = [h for rel in after for h in diff_hunks(rel, before[rel], after[rel])]
+    return PatchOutcome(name, APPLIED, "", changed=after, hunks=hunks, knobs=knobs)

@@ -1,0 +1,173 @@
+"""What every patch is: a libcst codemod plus the facts the search and the editor need about it.
+
+A patch's codemod both finds and rewrites: every place it changes is recorded with its source
+range, so ``sites`` (the editor's diagnostics) and ``rewrite`` (the trial's source) can never
+disagree about where a patch applies.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import libcst as cst
+from libcst.codemod import (
+    CodemodContext,
+    TransformFailure,
+    TransformSkip,
+    VisitorBasedCodemodCommand,
+    transform_module,
+)
+from libcst.metadata import CodeRange, PositionProvider
+
+from infrarsi.contract import Knob
+from infrarsi.runner.result import Hunk
+
+APPLIED = "applied"
+SKIPPED = "skipped"
+FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where a patch applies: 1-based lines, 0-based columns, like libcst's CodeRange."""
+
+    path: str
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PriorEffect:
+    """The expected effect of a patch on one device kind, before any trial has run."""
+
+    time_factor: float
+    """New step time / old step time (below 1 is faster)."""
+    memory_factor: float
+    """New peak memory / old peak memory."""
+    confidence: float
+    """0..1: how much the search may lean on this before live trials revise it."""
+    startup_s: float = 0.0
+    """One-off seconds added at start-up (compilation), amortized over the planned steps."""
+
+
+@dataclass(slots=True)
+class PatchOutcome:
+    """One patch applied to one work tree: applied, skipped-with-reason or failed-with-reason."""
+
+    name: str
+    status: str
+    """applied | skipped | failed."""
+    reason: str = ""
+    changed: dict[str, str] = field(default_factory=dict)
+    """Repo-relative path -> the file's new source."""
+    hunks: list[Hunk] = field(default_factory=list)
+    """Exactly what changed, for the trial's audit record."""
+    knobs: list[Knob] = field(default_factory=list)
+    """Knobs the patch added to gate itself (on by default; the search or the user may turn them off)."""
+
+    @property
+    def applied(self) -> bool:
+        return self.status == APPLIED
+
+
+class PatchError(Exception):
+    """The patch could not run on this source (it does not parse, or the codemod broke)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    code: str
+    sites: list[Site]
+    knobs: list[Knob]
+
+
+class PatchCodemod(VisitorBasedCodemodCommand):
+    """Base of every patch's codemod: records what it changed, with the original source range."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, context: CodemodContext) -> None:
+        super().__init__(context)
+        self.found: list[tuple[CodeRange, str]] = []
+        self.knobs: list[Knob] = []
+
+    def mark(self, original_node: cst.CSTNode, message: str, end: cst.CSTNode | None = None) -> None:
+        """Record a change spanning ``original_node`` (to ``end``): nodes of the tree as parsed."""
+        where = self.position(original_node)
+        if end is not None:
+            where = CodeRange(where.start, self.position(end).end)
+        self.found.append((where, message))
+
+    def position(self, original_node: cst.CSTNode) -> CodeRange:
+        """The node's range in the source as parsed; only valid while the codemod runs."""
+        return self.get_metadata(PositionProvider, original_node)
+
+
+class Patch:
+    """One source patch. Subclasses set the class attributes and ``codemod``."""
+
+    name: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+    numerics_by_design: ClassVar[bool] = False
+    """True when the patch changes float results on purpose (judged on the looser tolerance)."""
+    gpu_only: ClassVar[bool] = False
+    """True when it only means something on CUDA; it is skipped on CPU."""
+    gate_knob: ClassVar[str | None] = None
+    """The knob the patch adds to switch itself off, when the script has none."""
+    gate_role: ClassVar[str | None] = None
+    """The contract role of that knob; a script whose contract already has one is left alone."""
+    prior: ClassVar[dict[str, PriorEffect]]
+    codemod: ClassVar[type[PatchCodemod]]
+
+    def transform(self, path: str, source: str) -> Rewrite:
+        """Run the codemod on ``source``; raises PatchError when it cannot."""
+        command = self.codemod(CodemodContext(filename=path))
+        result = transform_module(command, source)
+        if isinstance(result, TransformFailure):
+            raise PatchError(f"{self.name}: {type(result.error).__name__}: {result.error}")
+        if isinstance(result, TransformSkip) or not command.found:
+            return Rewrite(source, [], [])
+        sites = []
+        for where, message in command.found:
+            sites.append(
+                Site(path, where.start.line, where.start.column, where.end.line, where.end.column, message)
+            )
+        return Rewrite(result.code, sites, command.knobs)
+
+    def sites(self, path: str, source: str) -> list[Site]:
+        """Where this patch would change ``source`` (none when it does not parse)."""
+        try:
+            return self.transform(path, source).sites
+        except PatchError:
+            return []
+
+    def rewrite(self, source: str) -> str | None:
+        """The patched source, or None when the patch does not apply."""
+        result = self.transform("<source>", source)
+        return result.code if result.sites else None
+
+
+def diff_hunks(path: str, before: str, after: str) -> list[Hunk]:
+    """The unified-diff hunks turning ``before`` into ``after`` (3 lines of context)."""
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
+        )
+    )
+    hunks: list[Hunk] = []
+    header, body = "", []
+    for line in lines[2:]:
+        if line.startswith("@@"):
+            if header:
+                hunks.append(Hunk(path, header, "".join(body)))
+            header, body = line.rstrip("\n"), []
+        else:
+            body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    if header:
+        hunks.append(Hunk(path, header, "".join(body)))
+    return hunks

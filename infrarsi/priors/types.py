@@ -1,0 +1,192 @@
+"""Prior effects of settings and patches, and what a prior provider is given and returns.
+
+An effect is a natural-log multiplicative factor relative to the baseline (the contract's
+defaults, no patches): ``time_log_mean = log(0.8)`` means "20% less step time". The sd is the
+confidence: about 68% of the belief lies within one sd of the mean, in log units. The search
+adds the effects of a candidate's settings and patches in log space.
+
+Keys name what the effect belongs to, resolved per contract: ``"<knob name>=<value>"`` (the
+knob's name in the contract, the value as ``str`` writes it) and
+``"patch:<patch name>"``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from infrarsi.contract import Contract, KnobValue
+
+if TYPE_CHECKING:  # importing it imports torch (~2 s); the priors only read its fields
+    from infrarsi.hardware import HardwareFingerprint
+
+NEUTRAL_TIME_SD = 1.0
+NEUTRAL_MEM_SD = 1.0
+"""A key nobody has a belief about: no effect expected, anything within about e-fold either way."""
+BASELINE_SD = 0.005
+"""The baseline setting's effect is zero by definition; sd must stay > 0 for the models."""
+MAX_ABS_LOG = math.log(50.0)
+"""No single setting or patch is believed to change time or memory by more than 50×."""
+MAX_SD = 3.0
+
+
+def setting_key(knob: str, value: KnobValue) -> str:
+    """``str(value)``, as the search space spells it: ``compile=True``, ``dtype=bfloat16``."""
+    return f"{knob}={value}"
+
+
+def patch_key(patch: str) -> str:
+    return f"patch:{patch}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prior:
+    key: str
+    time_log_mean: float
+    time_log_sd: float
+    mem_log_mean: float
+    mem_log_sd: float
+    source: str
+    """Where the belief comes from: a paper, documentation, a measurement note, a model, a bank run."""
+    startup_s: float = 0.0
+    """Expected one-time start-up cost in seconds (compilation): amortized over the planned steps."""
+
+    def __post_init__(self) -> None:
+        for name in ("time_log_mean", "mem_log_mean"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and abs(value) <= MAX_ABS_LOG):
+                raise ValueError(f"prior {self.key!r}: {name}={value!r} must be finite and within ±{MAX_ABS_LOG:.2f}")
+        for name in ("time_log_sd", "mem_log_sd"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 < value <= MAX_SD):
+                raise ValueError(f"prior {self.key!r}: {name}={value!r} must be in (0, {MAX_SD}]")
+        if not (math.isfinite(self.startup_s) and self.startup_s >= 0):
+            raise ValueError(f"prior {self.key!r}: startup_s={self.startup_s!r} must be finite and >= 0")
+
+    @property
+    def time_factor(self) -> float:
+        return math.exp(self.time_log_mean)
+
+    @property
+    def mem_factor(self) -> float:
+        return math.exp(self.mem_log_mean)
+
+    @classmethod
+    def from_factors(cls, key: str, *, time_factor: float, mem_factor: float, confidence: float,
+                     source: str, startup_s: float = 0.0) -> Prior:
+        """From plain ratios and a 0..1 confidence, as patches declare them (``PriorEffect``).
+
+        Confidence 1 maps to sd 0.05 (a few percent), 0 to sd 0.5 (a factor ~1.65 either way).
+        """
+        if not 0 <= confidence <= 1:
+            raise ValueError(f"prior {key!r}: confidence={confidence!r} must be in [0, 1]")
+        sd = 0.05 + 0.45 * (1 - confidence)
+        return cls(key=key, time_log_mean=math.log(time_factor), time_log_sd=sd,
+                   mem_log_mean=math.log(mem_factor), mem_log_sd=sd, source=source, startup_s=startup_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Prior:
+        return cls(**{f: data[f] for f in cls.__dataclass_fields__ if f in data})
+
+
+def neutral_prior(key: str) -> Prior:
+    return Prior(key=key, time_log_mean=0.0, time_log_sd=NEUTRAL_TIME_SD, mem_log_mean=0.0,
+                 mem_log_sd=NEUTRAL_MEM_SD, source="neutral: no prior known for this key")
+
+
+@dataclass(frozen=True, slots=True)
+class PriorTable:
+    """Priors by key; :meth:`get` answers every key, with a neutral wide prior for unknown ones."""
+
+    entries: Mapping[str, Prior] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key, prior in self.entries.items():
+            if prior.key != key:
+                raise ValueError(f"prior table: entry {key!r} holds the prior for {prior.key!r}")
+
+    @classmethod
+    def of(cls, priors: list[Prior] | tuple[Prior, ...]) -> PriorTable:
+        return cls({p.key: p for p in priors})
+
+    def get(self, key: str) -> Prior:
+        """The prior for ``key``; neutral and wide when no source had one (``key in table`` says which)."""
+        return self.entries.get(key) or neutral_prior(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def merged(self, other: PriorTable) -> PriorTable:
+        """This table with ``other``'s entries taking precedence."""
+        return PriorTable({**self.entries, **other.entries})
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {k: p.to_dict() for k, p in self.entries.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Mapping[str, Any]]) -> PriorTable:
+        return cls({k: Prior.from_dict(v) for k, v in data.items()})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PriorContext:
+    """Everything a provider may use to form its beliefs."""
+
+    contract: Contract
+    hardware: HardwareFingerprint
+    doctor: Mapping[str, Any] | None = None
+    """The doctor report as JSON (``doctor.json``), when doctor has run."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """Editable source files: repo-relative path -> text."""
+    patches: Mapping[str, Prior | None] = field(default_factory=dict)
+    """Patches that may be applied: name -> the prior the patch declares, if any."""
+
+    def keys(self) -> list[str]:
+        """Every key the search can ask about: each tunable knob's domain values, each patch."""
+        keys = [setting_key(k.name, v) for k in self.contract.tunable for v in _with_default(k.domain, k.default)]
+        return keys + [patch_key(p) for p in self.patches]
+
+
+def _with_default(domain: list[KnobValue], default: KnobValue) -> list[KnobValue]:
+    return domain if default in domain else [default, *domain]
+
+
+class PriorStatus(str, enum.Enum):
+    OK = "ok"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PriorResult:
+    """A provider's answer. On ERROR ``table`` is the built-in fallback, never empty-handed."""
+
+    status: PriorStatus
+    table: PriorTable
+    provider: str
+    """Who produced ``table``: ``builtin`` or ``anthropic:<model>``."""
+    reason: str = ""
+    """On ERROR, machine-readable: not_configured | timeout | rate_limited | connection | api_error | malformed."""
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PriorStatus.OK
+
+
+class PriorProvider(Protocol):
+    """Where priors come from. Implementations never raise for a failed source: they return
+    an ERROR result carrying the built-in table and the reason."""
+
+    def priors(self, context: PriorContext) -> PriorResult: ...

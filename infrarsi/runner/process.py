@@ -1,0 +1,129 @@
+"""The trial's process tree: started in its own session, killed whole, never left behind.
+
+torchrun starts each worker in a session of its own, so killing the trial's process group is not
+enough: the tree is walked with psutil, frozen with SIGSTOP (so nothing forks while it is being
+killed), walked again, and every member gets SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+
+
+class TrialProcess:
+    """One launched command, its output going to ``log_path``."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], log_path: Path):
+        self.started = time.perf_counter()
+        with open(log_path, "wb") as log:
+            self._popen = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.pid = self._popen.pid
+        self._root = psutil.Process(self.pid)
+        self._known: dict[int, psutil.Process] = {self.pid: self._root}
+        # Reentrant: the interrupt handler may kill while the main thread is inside members().
+        self._lock = threading.RLock()
+        self._killed = False
+
+    def members(self, *, refresh: bool) -> list[psutil.Process]:
+        """The tree's processes; ``refresh`` walks it again (2–4 ms), otherwise the last walk."""
+        with self._lock:
+            if refresh:
+                self._discover()
+            return list(self._known.values())
+
+    def _discover(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in self._root.children(recursive=True):
+                self._known.setdefault(child.pid, child)
+        # A member found earlier keeps its psutil handle even once reparented: the handle checks
+        # the creation time, so a recycled pid is never mistaken for it.
+        for pid, proc in list(self._known.items()):
+            if pid != self.pid and not proc.is_running():
+                del self._known[pid]
+            else:
+                with contextlib.suppress(psutil.Error):
+                    for child in proc.children(recursive=True):
+                        self._known.setdefault(child.pid, child)
+
+    def poll(self) -> int | None:
+        return self._popen.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL every process of the tree and reap them; also after a normal exit (stray
+        workers, daemons). Safe to call twice, from any thread and from a signal handler."""
+        with self._lock:
+            if not self._killed:
+                self._killed = True
+                self._freeze_and_kill()
+        # With a timeout Popen.wait never blocks on its internal lock, which the interrupted
+        # frame may hold; SIGKILL cannot be ignored, so the wait is short.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=10)
+
+    def _freeze_and_kill(self) -> None:
+        self._signal_all(signal.SIGSTOP)
+        self._discover()
+        self._signal_all(signal.SIGSTOP)
+        self._discover()
+        members = list(self._known.values())
+        self._signal_all(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        others = [p for p in members if p.pid != self.pid]
+        psutil.wait_procs(others, timeout=5)
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        for proc in self._known.values():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+
+
+@contextlib.contextmanager
+def interrupt_guard(on_interrupt: Callable[[], None]) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM call ``on_interrupt`` and then raise KeyboardInterrupt.
+
+    The trial runs in a session of its own, so a terminal's Ctrl-C never reaches it; without this
+    an interrupted InfraRSI would leave the training running. Signal handlers can only be set in
+    the main thread; elsewhere the caller owns interruption.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        on_interrupt()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,275 @@
+"""One trial: a candidate run for real in a copy of the repo, watched, measured and judged.
+
+Every trial ends with exactly one status (see :class:`TrialStatus`); failures are values, and
+their wall time is their cost. The user's working tree is only read; logs and the probe file go
+to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.events import Event, EventSink, ignore
+from infrarsi.probe import ENV_FILE
+from infrarsi.runner import abort, checks
+from infrarsi.runner.command import build_argv, source_knobs, trial_knob_values
+from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
+from infrarsi.runner.process import TrialProcess, interrupt_guard
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.runner.watchdog import MemoryWatchdog
+from infrarsi.runner.workspace import Workspace
+
+POLL_S = 0.05
+"""How often the run's reports are read and the stop conditions checked."""
+
+GIB = 1 << 30
+
+
+@dataclass(kw_only=True, slots=True)
+class TrialSpec:
+    repo: Path
+    contract: Contract
+    candidate: Candidate
+    steps: int | None = None
+    """Steps to run (default: the contract's warm-up + measured steps)."""
+    timeout_s: float | None = None
+    """Wall-clock limit of the run from launch (None: no limit)."""
+    abort_step_time: float | None = None
+    """Stop as aborted_slow once the measured steps are clearly slower than this (seconds)."""
+    check_loss: bool = True
+    """Compare losses with the contract's reference (NaN and inf are always failures)."""
+    numerics_by_design: bool = False
+    """Judge losses with the looser ``loss.numerics_tolerance`` (bf16, tf32…)."""
+    log_dir: Path | None = None
+    budget_bytes: int | None = None
+    """Memory budget (default: the contract's)."""
+    on_event: EventSink = ignore
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "timeout_s", "abort_step_time", "budget_bytes"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"TrialSpec.{name} must be positive, got {value!r}")
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps or self.contract.workload.total_steps
+
+
+def default_log_dir(repo: Path) -> Path:
+    unique = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    return Path(repo) / STATE_DIR / "trials" / unique
+
+
+def run_trial(spec: TrialSpec) -> TrialResult:
+    """Run ``spec.candidate`` once and judge it. Ctrl-C or SIGTERM kills the run's whole process
+    tree and then raises KeyboardInterrupt."""
+    started = time.perf_counter()
+    log_dir = Path(spec.log_dir) if spec.log_dir is not None else default_log_dir(spec.repo)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    result = TrialResult(
+        status=TrialStatus.CRASH,
+        candidate=spec.candidate,
+        log_path=str(log_dir / "output.log"),
+        probe_path=str(log_dir / "probe.jsonl"),
+    )
+    spec.on_event(Event("trial", "begin", f"trial {spec.candidate.key()}", 0, spec.total_steps,
+                        {"log_dir": str(log_dir)}))
+    _Trial(spec, result).run()
+    result.wall_s = time.perf_counter() - started
+    spec.on_event(Event("trial", "end", f"{result.status.value}: {result.detail}".rstrip(": "),
+                        data={"status": result.status.value, "wall_s": result.wall_s}))
+    return result
+
+
+class _Trial:
+    """The steps of one trial, each filling in ``result``."""
+
+    def __init__(self, spec: TrialSpec, result: TrialResult):
+        self.spec = spec
+        self.contract = spec.contract
+        self.result = result
+        self.log_path = Path(result.log_path)
+        self.probe_path = Path(result.probe_path)
+        self.budget = spec.budget_bytes or spec.contract.memory.budget_bytes
+        self.process: TrialProcess | None = None
+        self.values: dict = {}
+
+    def fail(self, status: TrialStatus, detail: str) -> None:
+        self.result.status = status
+        self.result.detail = detail
+
+    def run(self) -> None:
+        problem = checks.candidate_problem(self.contract, self.spec.candidate)
+        if problem:
+            return self.fail(TrialStatus.CONTRACT, problem)
+        with interrupt_guard(self._interrupted):
+            workspace = Workspace(self.spec.repo)
+            try:
+                if self._prepare(workspace):
+                    self._launch_and_watch(workspace)
+            finally:
+                if self.process is not None:
+                    self.process.kill()
+                workspace.remove()
+
+    def _interrupted(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+
+    def _prepare(self, workspace: Workspace) -> bool:
+        """Patches and knob values into the copy; False when the candidate cannot be built."""
+        problem = checks.scope_problem(self.contract, [], workspace.root)
+        if problem:
+            self.fail(TrialStatus.CONTRACT, problem)
+            return False
+        patches = self.spec.candidate.patches
+        if patches:
+            reason = workspace.apply_patches(patches, self.contract)
+            problem = checks.scope_problem(self.contract, workspace.changed(), workspace.root)
+            if problem:
+                self.fail(TrialStatus.CONTRACT, f"patches {list(patches)}: {problem}")
+                return False
+            if reason:
+                self.fail(TrialStatus.CRASH, reason)
+                return False
+        self.values = trial_knob_values(self.contract, self.spec.candidate.knobs, self.spec.total_steps)
+        reason = workspace.write_knobs(source_knobs(self.contract, self.values))
+        if reason:
+            self.fail(TrialStatus.CRASH, reason)
+            return False
+        self.result.hunks = workspace.hunks()
+        return True
+
+    def _launch_and_watch(self, workspace: Workspace) -> None:
+        argv = build_argv(self.contract, self.values)
+        (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
+        env = {**os.environ, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
+        cwd = workspace.root / self.contract.workload.cwd
+        try:
+            self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
+        except OSError as err:
+            return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
+        on_cpu = self.contract.memory.device == "cpu"
+        # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
+        # is still watched for the record.
+        watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill())
+        feed = StepFeed(self.probe_path, self.log_path)
+        watchdog.start()
+        try:
+            verdict = self._watch(feed, watchdog)
+        finally:
+            self.process.kill()
+            watchdog.stop()
+        report = feed.finish()
+        self._measure(report, watchdog)
+        if verdict is None:
+            verdict = self._judge_exit(report)
+        if verdict is not None:
+            self.fail(*verdict)
+        else:
+            self.result.status = TrialStatus.OK
+
+    def _watch(self, feed: StepFeed, watchdog: MemoryWatchdog) -> tuple[TrialStatus, str] | None:
+        """Until the run exits or must be stopped; the status that stopped it, if one did."""
+        spec, process = self.spec, self.process
+        deadline = process.started + spec.timeout_s if spec.timeout_s else None
+        seen: list[Step] = []
+        while True:
+            exited = process.poll() is not None
+            new = feed.poll()
+            seen.extend(new)
+            for step in new:
+                spec.on_event(Event("trial", "report", f"step {step.index}: loss {step.loss:.4g}, {step.dt:.3f} s",
+                                    len(seen), spec.total_steps,
+                                    {"step": step.index, "dt": step.dt, "loss": step.loss}))
+            if watchdog.exceeded_at is not None:
+                return TrialStatus.OOM, self._oom_detail(watchdog.exceeded_at, "tree RSS")
+            verdict = self._early_verdict(seen)
+            if verdict is not None:
+                return verdict
+            if exited:
+                return None
+            if deadline is not None and time.perf_counter() > deadline:
+                return TrialStatus.TIMEOUT, (
+                    f"still running after {spec.timeout_s:g} s ({len(seen)} of {spec.total_steps} steps reported)"
+                )
+            time.sleep(POLL_S)
+
+    def _early_verdict(self, seen: list[Step]) -> tuple[TrialStatus, str] | None:
+        """Stop as soon as the outcome is known: wrong tokens, broken loss, clearly too slow."""
+        problem = checks.tokens_problem(seen, self.contract.workload.tokens_per_step)
+        if problem:
+            return TrialStatus.CONTRACT, problem
+        problem = checks.loss_problem(seen, self.contract.loss, compare=self.spec.check_loss,
+                                      by_design=self.spec.numerics_by_design)
+        if problem:
+            return TrialStatus.NUMERICS, problem
+        _, measured = split_warmup(seen, self.contract.workload.warmup_steps, self.spec.total_steps)
+        times = [s.dt for s in measured]
+        if abort.clearly_slower(times, self.spec.abort_step_time):
+            return TrialStatus.ABORTED_SLOW, (
+                f"median of {len(times)} measured steps {statistics.median(times):.3g} s is above "
+                f"the bound {self.spec.abort_step_time:.3g} s by more than {abort.MARGIN:.0%}"
+            )
+        return None
+
+    def _measure(self, report: RunReport, watchdog: MemoryWatchdog) -> None:
+        r = self.result
+        warmup, measured = split_warmup(report.steps, self.contract.workload.warmup_steps, self.spec.total_steps)
+        r.warmup_times = [s.dt for s in warmup]
+        r.step_times = [s.dt for s in measured]
+        r.losses = [s.loss for s in report.steps]
+        tokens = [s.tokens for s in report.steps if s.tokens is not None]
+        mismatched = [t for t in tokens if t != self.contract.workload.tokens_per_step]
+        r.tokens_per_step = (mismatched or tokens or [None])[0]
+        r.phases = mean_phases(measured)
+        r.model_facts = report.model_facts
+        if report.exit_device == "cuda":
+            r.peak_bytes = report.exit_peak_bytes
+        else:
+            r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
+        if report.first_step_at is not None and report.steps:
+            r.startup_s = max(0.0, report.first_step_at - self.process.started - report.steps[0].dt)
+
+    def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
+        """The status of a run that ended by itself."""
+        code = self.process.returncode
+        steps = report.steps
+        if code != 0:
+            tail = checks.log_tail(self.log_path)
+            problem = checks.loss_problem(steps, self.contract.loss, compare=False, by_design=False)
+            if problem:
+                return TrialStatus.NUMERICS, f"{problem}; then the run failed ({_exit_words(code)})"
+            if checks.memory_error(tail):
+                return TrialStatus.OOM, f"ran out of memory ({_exit_words(code)}):\n{tail}"
+            return TrialStatus.CRASH, f"{_exit_words(code)}:\n{tail}"
+        if not steps:
+            return TrialStatus.CRASH, (
+                "the run exited without reporting a step: no probe step lines in "
+                f"{self.probe_path.name} and no 'iter N: loss X, time Yms' lines in {self.log_path.name}"
+            )
+        if len(steps) < self.spec.total_steps:
+            return TrialStatus.CRASH, f"the run stopped after {len(steps)} of {self.spec.total_steps} steps"
+        if report.exit_device == "cuda" and report.exit_peak_bytes and report.exit_peak_bytes > self.budget:
+            return TrialStatus.OOM, self._oom_detail(report.exit_peak_bytes, "device memory")
+        return None
+
+    def _oom_detail(self, level: int, what: str) -> str:
+        return f"{what} reached {level / GIB:.2f} GiB ({level} bytes), above the budget of {self.budget / GIB:.2f} GiB"
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,72 @@
+"""Choosing the next trial: expected improvement of the projected job time x P(fits in memory).
+
+Both in log space: the improvement is a ratio, so a 10% gain counts the same on a 1 s job as on
+a 1 h job. When the candidate the time model likes best is predicted to OOM, the search pairs it
+with memory savers instead of walking away from it: among the variants that only move settings
+to cheaper-in-memory values, it takes the one predicted to fit at the least time cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr
+
+from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.space import SearchSpace
+from infrarsi.search.time_model import TimePrediction
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Everything the acquisition knows about each row of a candidate indicator matrix."""
+
+    time: TimePrediction
+    p_fits: np.ndarray
+    ei: np.ndarray
+
+    @property
+    def value(self) -> np.ndarray:
+        return self.ei * self.p_fits
+
+
+def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
+    """E[max(best - Y, 0)] for Y ~ N(mean, sd): improvement below ``best`` (minimisation)."""
+    sd = np.maximum(sd, 1e-9)
+    z = (best - mean) / sd
+    return (best - mean) * ndtr(z) + sd * np.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
+
+
+def score(time: TimePrediction, p_fits: np.ndarray, best_log_job: float) -> Scores:
+    return Scores(time, p_fits, expected_improvement(time.log_job, time.log_job_sd, best_log_job))
+
+
+def memory_saver_pair(
+    space: SearchSpace,
+    memory: MemoryModel,
+    indicator: np.ndarray,
+    scores: Scores,
+    anchor: int,
+    allowed: np.ndarray,
+) -> int | None:
+    """Row of the fastest allowed variant of ``anchor`` that only adds memory savers and fits.
+
+    A variant qualifies when every dimension it changes (a knob, the coupled batch group, a
+    patch) moves to a setting with a lower fitted memory price than the anchor's, and the memory
+    model gives it P(fits) >= 0.5. None when no variant qualifies.
+    """
+    effect, _ = memory.setting_effects()
+    dims = sorted(set(space.setting_dims))
+    membership = np.array([[d == dim for dim in dims] for d in space.setting_dims], dtype=float)
+    # Memory each candidate pays in each dimension, and whether it differs there from the anchor.
+    paid = indicator @ (membership * effect[:, None])
+    changed = (indicator != indicator[anchor]) @ membership > 0
+    cheaper = paid < paid[anchor] - 1e-9
+    savers_only = changed.any(axis=1) & np.all(~changed | cheaper, axis=1)
+    ok = savers_only & allowed & (scores.p_fits >= 0.5)
+    if not ok.any():
+        return None
+    rows = np.flatnonzero(ok)
+    return int(rows[np.argmin(scores.time.log_job[rows])])

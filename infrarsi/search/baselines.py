@@ -1,0 +1,137 @@
+"""Peer samplers InfraRSI is compared with, behind the same ``ask(history)`` interface.
+
+- RandomSampler: a fresh valid candidate at random.
+- GreedySampler: one incumbent, change one knob or patch at a time, keep the change if it is
+  faster (how a coding agent steps through a config).
+- BatchFinderSampler: the largest micro-batch that fits (doubling, then bisection on OOM), then a
+  grid over the other knobs at that batch (DeepSpeed Autotuning / Lightning batch finder style).
+None of them repeats a measured candidate; each returns None once the space is exhausted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.search.effects import setting_priors
+from infrarsi.search.history import best_ok, measured_keys
+from infrarsi.search.prior_types import PriorTable
+from infrarsi.search.samplers import Proposal
+from infrarsi.search.space import SearchSpace
+
+_DOES_NOT_FIT = (TrialStatus.OOM, TrialStatus.CRASH)
+
+
+def _random_fresh(space: SearchSpace, rng: np.random.Generator, measured: set[str],
+                  enumerate_limit: int = 20_000) -> Candidate | None:
+    if space.size() <= enumerate_limit:
+        pool = space.enumerated()
+        fresh = [c for c, k in zip(pool.candidates, pool.keys) if k not in measured]
+        return fresh[int(rng.integers(len(fresh)))] if fresh else None
+    for cand in space.sample(rng, 256):
+        if cand.key() not in measured:
+            return cand
+    return None
+
+
+class RandomSampler:
+    def __init__(self, space: SearchSpace, *, seed: int = 0):
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+
+    def ask(self, history: list[TrialResult]) -> Proposal | None:
+        cand = _random_fresh(self.space, self.rng, measured_keys(history))
+        return Proposal(cand, "random") if cand else None
+
+
+class GreedySampler:
+    def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, seed: int = 0):
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        self.prior_time = dict(zip(space.setting_keys, setting_priors(space, priors or PriorTable(), "time").mean))
+
+    def _prior_gain(self, cand: Candidate, incumbent: Candidate) -> float:
+        """Prior log-time change of moving from the incumbent to ``cand`` (lower: more promising)."""
+        total = lambda c: sum(self.prior_time.get(k, 0.0) for k in self.space.settings(c))
+        return total(cand) - total(incumbent)
+
+    def ask(self, history: list[TrialResult]) -> Proposal | None:
+        measured = measured_keys(history)
+        incumbent = best_ok(history, self.space.planned_steps)
+        if incumbent is None:
+            base = self.space.baseline()
+            if base.key() not in measured:
+                return Proposal(base, "baseline")
+            cand = _random_fresh(self.space, self.rng, measured)
+            return Proposal(cand, "no incumbent yet: random") if cand else None
+        moves = [c for c in self.space.neighbours(incumbent.candidate) if c.key() not in measured]
+        if moves:
+            self.rng.shuffle(moves)
+            best = min(moves, key=lambda c: self._prior_gain(c, incumbent.candidate))
+            return Proposal(best, "one change from the incumbent")
+        cand = _random_fresh(self.space, self.rng, measured)
+        return Proposal(cand, "local optimum: random restart") if cand else None
+
+
+class BatchFinderSampler:
+    def __init__(self, space: SearchSpace, *, seed: int = 0):
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        found = space.coupled.get("micro_batch") or next((k for k in space.knobs if k.role == "micro_batch"), None)
+        self.knob = found if found is not None and found.tunable else None
+
+    def _ladder(self) -> list[tuple[int, Candidate]]:
+        """Baseline with each micro-batch value, ascending (only values with a valid candidate)."""
+        base = self.space.baseline()
+        out = []
+        for value in sorted(self.knob.domain):
+            cand = self.space.with_value(base, self.knob.name, value)
+            if cand is not None:
+                out.append((value, cand))
+        return out
+
+    def _next_batch(self, history: list[TrialResult]) -> Candidate | int:
+        """The next ladder candidate to try, or (search over) the largest micro-batch that fits."""
+        ladder = self._ladder()
+        status: dict[str, set[TrialStatus]] = {}
+        for t in history:
+            status.setdefault(t.candidate.key(), set()).add(t.status)
+        fits = [i for i, (_, c) in enumerate(ladder) if status.get(c.key(), set()) - set(_DOES_NOT_FIT)]
+        fails = [i for i, (_, c) in enumerate(ladder) if status.get(c.key(), set()) & set(_DOES_NOT_FIT)]
+        values = [v for v, _ in ladder]
+        lo = max(fits, default=None)
+        hi = min((i for i in fails if lo is None or i > lo), default=None)
+        if lo is None and hi is None:
+            start = self.space.baseline().knobs[self.knob.name]
+            return ladder[values.index(start) if start in values else 0][1]
+        if lo is None:
+            # Even the start does not fit: halve.
+            if hi == 0:
+                return values[0]
+            nxt = max(i for i, v in enumerate(values) if v <= values[hi] / 2 or i == 0)
+            return ladder[nxt][1] if nxt < hi else values[0]
+        if hi is None:
+            if lo == len(values) - 1:
+                return values[lo]
+            # Double (the smallest value at least twice the largest that fits).
+            nxt = next((i for i, v in enumerate(values) if v >= 2 * values[lo]), len(values) - 1)
+            return ladder[nxt][1]
+        if hi - lo > 1:
+            return ladder[(lo + hi) // 2][1]  # bisect between what fits and what does not
+        return values[lo]
+
+    def ask(self, history: list[TrialResult]) -> Proposal | None:
+        measured = measured_keys(history)
+        fixed = {}
+        if self.knob is not None:
+            step = self._next_batch(history)
+            if isinstance(step, Candidate):
+                if step.key() not in measured:
+                    return Proposal(step, "micro-batch finder")
+            else:
+                fixed = {self.knob.name: step}
+        for cand in self.space.knob_grid(fixed):
+            if cand.key() not in measured:
+                return Proposal(cand, f"grid at {fixed or 'defaults'}")
+        cand = _random_fresh(self.space, self.rng, measured)
+        return Proposal(cand, "grid done: random") if cand else None

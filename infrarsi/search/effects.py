@@ -1,0 +1,52 @@
+"""Per-setting prior effects, and their form as priors on the models' feature coefficients."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infrarsi.search.prior_types import PriorTable
+from infrarsi.search.space import SearchSpace
+
+UNKNOWN_LOG_SD = 1.0
+"""Spread given to a setting no source has an opinion on: anything within about e-fold either way."""
+
+
+@dataclass(frozen=True, slots=True)
+class SettingPriors:
+    """One entry per ``space.setting_keys``: prior mean and sd of the setting's log effect."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+    known: np.ndarray
+    """True where the table had an entry."""
+
+
+def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> SettingPriors:
+    """``quantity`` is ``time`` or ``mem``."""
+    n = len(space.setting_keys)
+    mean, sd, known = np.zeros(n), np.full(n, UNKNOWN_LOG_SD), np.zeros(n, dtype=bool)
+    for i, key in enumerate(space.setting_keys):
+        prior = priors.get(key)
+        if prior is not None:
+            mean[i] = getattr(prior, f"{quantity}_log_mean")
+            sd[i] = getattr(prior, f"{quantity}_log_sd")
+            known[i] = True
+    return SettingPriors(mean, sd, known)
+
+
+def coefficient_prior(space: SearchSpace, prior: SettingPriors) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian prior (mean, sd) on each feature coefficient implied by the setting priors.
+
+    A one-hot column takes its setting's prior as is; a log2 or bool column, shared by several
+    settings, takes the weighted least-squares slope through them (weights 1/sd^2), with the
+    posterior sd of that slope. Columns no setting informs keep mean 0, sd UNKNOWN_LOG_SD.
+    """
+    deltas = space.setting_deltas
+    p = space.n_features
+    weights = 1.0 / prior.sd**2
+    precision = deltas.T @ (deltas * weights[:, None]) + np.eye(p) / UNKNOWN_LOG_SD**2
+    cov = np.linalg.inv(precision)
+    mean = cov @ (deltas.T @ (weights * prior.mean))
+    return mean, np.sqrt(np.diag(cov))

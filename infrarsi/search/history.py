@@ -1,0 +1,40 @@
+"""Reading trial history: what was measured, what failed for good, what a measured job costs."""
+
+from __future__ import annotations
+
+import math
+
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+
+
+def measured_keys(history: list[TrialResult]) -> set[str]:
+    """Every candidate tried, whatever its status: none is proposed again."""
+    return {t.candidate.key() for t in history}
+
+
+def failed_keys(history: list[TrialResult], statuses: tuple[TrialStatus, ...] | None = None) -> set[str]:
+    """Candidates that failed for a deterministic reason (or for one of ``statuses``)."""
+    return {
+        t.candidate.key()
+        for t in history
+        if (t.status in statuses if statuses is not None else t.status.deterministic)
+    }
+
+
+def measured_job_s(trial: TrialResult, planned_steps: int) -> float:
+    """The measured projection of the real job: start-up once, then every planned step."""
+    if trial.step_time is None:
+        return math.inf
+    return (trial.startup_s or 0.0) + planned_steps * trial.step_time
+
+
+def best_ok(history: list[TrialResult], planned_steps: int) -> TrialResult | None:
+    oks = [t for t in history if t.ok and t.step_time is not None]
+    return min(oks, key=lambda t: measured_job_s(t, planned_steps)) if oks else None
+
+
+def distinct(candidates: list[Candidate]) -> list[Candidate]:
+    seen: dict[str, Candidate] = {}
+    for cand in candidates:
+        seen.setdefault(cand.key(), cand)
+    return list(seen.values())

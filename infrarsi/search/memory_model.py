@@ -1,0 +1,176 @@
+"""Censored (Tobit) regression of log peak memory on the encoded settings.
+
+An OOM trial only tells us its peak was above the budget: it is a right-censored observation at
+log(budget) (or at the level the watchdog saw, if higher). A trial that ended early for another
+reason (crash, timeout, slow abort) ran part of the job, so the peak it reached is a lower bound
+too. Fitting by censored likelihood lets OOMs teach the model instead of being thrown away; the
+coefficients are each setting's memory price.
+
+The weights get a weak Gaussian prior toward the prior effects (their sds widened by
+``prior_weakening``), the intercept a vague one, and log sigma a weak one so a handful of points
+cannot collapse the noise to zero. Parameter uncertainty comes from the Laplace approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_ndtr, ndtr
+
+from infrarsi.runner.result import TrialResult, TrialStatus
+from infrarsi.search.effects import coefficient_prior, setting_priors
+from infrarsi.search.prior_types import PriorTable
+from infrarsi.search.space import SearchSpace
+
+_LOG_2PI = math.log(2 * math.pi)
+_SIGMA_BOUNDS = (math.log(1e-3), math.log(10.0))
+_SIGMA_PRIOR = (math.log(0.1), 1.0)
+"""log sigma ~ N(log 0.1, 1): peaks repeat within ~10%, give or take an e-fold."""
+_INTERCEPT_SD = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPrice:
+    key: str
+    log_effect: float
+    """Fitted log change of the peak against the baseline."""
+    log_sd: float
+    pct: float
+    """The same as a percentage change of the peak."""
+    bytes_at_baseline: float
+    """The same in bytes, at the baseline's predicted peak."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryData:
+    """Encoded observations: log peak, or a lower bound on it where ``censored``."""
+
+    indicator: np.ndarray
+    y: np.ndarray
+    censored: np.ndarray
+
+
+def memory_data(space: SearchSpace, history: list[TrialResult]) -> MemoryData:
+    trials, ys, cens = [], [], []
+    budget = math.log(space.budget_bytes)
+    for t in history:
+        if t.status is TrialStatus.OOM:
+            level = math.log(t.peak_bytes) if t.peak_bytes else -math.inf
+            trials.append(t.candidate), ys.append(max(budget, level)), cens.append(True)
+        elif t.peak_bytes:
+            trials.append(t.candidate), ys.append(math.log(t.peak_bytes)), cens.append(not t.ok)
+    return MemoryData(space.indicator(trials), np.array(ys), np.array(cens, dtype=bool))
+
+
+def _censored_terms(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """-log P(Z > a) and the inverse Mills ratio phi(a) / P(Z > a), stable in both tails."""
+    log_tail = log_ndtr(-a)
+    mills = np.exp(-0.5 * a**2 - 0.5 * _LOG_2PI - log_tail)
+    return -log_tail, mills
+
+
+class MemoryModel:
+    def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0):
+        self.space = space
+        self.priors = priors or PriorTable()
+        mean, sd = coefficient_prior(space, setting_priors(space, self.priors, "mem"))
+        self.prior_mean = mean
+        self.prior_sd = sd * prior_weakening
+        self.fitted = False
+        self.data: MemoryData | None = None
+
+    # --- fitting ---------------------------------------------------------------------------
+
+    def fit(self, history: list[TrialResult]) -> MemoryModel:
+        self.data = memory_data(self.space, history)
+        if len(self.data.y) == 0:
+            self.fitted = False
+            return self
+        X = self.data.indicator @ self.space.setting_deltas
+        return self.fit_arrays(X, self.data.y, self.data.censored)
+
+    def _unpack(self, theta: np.ndarray) -> tuple[float, np.ndarray, float]:
+        return theta[0], theta[1:-1], theta[-1]
+
+    def _objective(self, theta, Xa, y, censored, b0):
+        b, w, s = self._unpack(theta)
+        sigma = math.exp(s)
+        z = Xa @ theta[:-1]
+        obs = ~censored
+        r = (y[obs] - z[obs]) / sigma
+        a = (y[censored] - z[censored]) / sigma
+        tail_nll, mills = _censored_terms(a)
+        nll = obs.sum() * s + 0.5 * (r @ r) + tail_nll.sum()
+        d_z = np.zeros_like(z)
+        d_z[obs] = -r / sigma
+        d_z[censored] = -mills / sigma
+        d_s = (obs.sum() - r @ r) - (mills @ a)
+
+        s0, s_sd = _SIGMA_PRIOR
+        prec_w = 1.0 / self.prior_sd**2
+        dw = w - self.prior_mean
+        nll += 0.5 * (dw * prec_w) @ dw + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * ((s - s0) / s_sd) ** 2
+        grad_beta = Xa.T @ d_z
+        grad_beta[0] += (b - b0) / _INTERCEPT_SD**2
+        grad_beta[1:] += dw * prec_w
+        return nll, np.append(grad_beta, d_s + (s - s0) / s_sd**2)
+
+    def fit_arrays(self, X: np.ndarray, y: np.ndarray, censored: np.ndarray) -> MemoryModel:
+        """Fit on encoded features ``X`` and log peaks ``y`` (lower bounds where ``censored``)."""
+        censored = np.asarray(censored, dtype=bool)
+        Xa = np.hstack([np.ones((len(y), 1)), X])
+        b0 = float(np.mean(y))
+        theta0 = np.concatenate([[b0], self.prior_mean, [_SIGMA_PRIOR[0]]])
+        bounds = [(None, None)] * (1 + X.shape[1]) + [_SIGMA_BOUNDS]
+        res = minimize(
+            self._objective, theta0, args=(Xa, y, censored, b0), jac=True, method="L-BFGS-B", bounds=bounds
+        )
+        self.intercept, self.coef, log_sigma = self._unpack(res.x)
+        self.sigma = math.exp(log_sigma)
+        self.cov = self._laplace_cov(Xa, y, censored, res.x)
+        self.fitted = True
+        return self
+
+    def _laplace_cov(self, Xa, y, censored, theta) -> np.ndarray:
+        """Covariance of (intercept, weights): the inverse Hessian of the negative log posterior."""
+        z = Xa @ theta[:-1]
+        a = (y[censored] - z[censored]) / self.sigma
+        _, mills = _censored_terms(a)
+        h = np.full(len(y), 1.0 / self.sigma**2)
+        h[censored] = mills * (mills - a) / self.sigma**2
+        prior_prec = np.concatenate([[1.0 / _INTERCEPT_SD**2], 1.0 / self.prior_sd**2])
+        hessian = Xa.T @ (Xa * h[:, None]) + np.diag(prior_prec)
+        return np.linalg.inv(hessian)
+
+    # --- predictions -----------------------------------------------------------------------
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log peak mean and predictive sd (noise plus parameter uncertainty)."""
+        Xa = np.hstack([np.ones((len(X), 1)), X])
+        mean = Xa @ np.concatenate([[self.intercept], self.coef])
+        param_var = np.einsum("ij,jk,ik->i", Xa, self.cov, Xa)
+        return mean, np.sqrt(self.sigma**2 + param_var)
+
+    def p_fits(self, X: np.ndarray, budget_bytes: float) -> np.ndarray:
+        """P(peak <= budget) for each encoded row; 1 when nothing is known yet."""
+        if not self.fitted:
+            return np.ones(len(X))
+        mean, sd = self.predict(X)
+        return ndtr((math.log(budget_bytes) - mean) / sd)
+
+    def setting_effects(self) -> tuple[np.ndarray, np.ndarray]:
+        """Fitted log effect and its sd for every ``space.setting_keys`` entry."""
+        deltas = self.space.setting_deltas
+        cov_w = self.cov[1:, 1:]
+        return deltas @ self.coef, np.sqrt(np.einsum("ij,jk,ik->i", deltas, cov_w, deltas))
+
+    def prices(self) -> list[MemoryPrice]:
+        effect, sd = self.setting_effects()
+        baseline = math.exp(self.intercept)
+        return [
+            MemoryPrice(key, float(e), float(s), 100.0 * math.expm1(e), baseline * math.expm1(e))
+            for key, e, s in zip(self.space.setting_keys, effect, sd)
+        ]

@@ -1,0 +1,191 @@
+"""InfraRSI's sampler: diverse seeds first, then EI x P(fits) over every valid candidate.
+
+``ask(history)`` is stateless in what it proposes (the same history gives the same proposal), so
+several workers sharing one study can each ask; the only state kept between calls is the time
+model's last hyperparameters, which make the next fit start close to its optimum.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.search.acquisition import memory_saver_pair, score
+from infrarsi.search.effects import setting_priors
+from infrarsi.search.history import distinct, failed_keys, measured_job_s, measured_keys
+from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.prior_types import PriorTable
+from infrarsi.search.space import CandidateSet, SearchSpace
+from infrarsi.search.time_model import TimeModel
+
+_HARD_FAILURES = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    candidate: Candidate
+    reason: str
+    predicted: dict[str, float] = field(default_factory=dict)
+    """What the models expect: step_s, step_log_sd, startup_s, job_s, p_fits, peak_bytes, ei…"""
+
+
+@dataclass(frozen=True, slots=True)
+class RankedCandidate:
+    candidate: Candidate
+    predicted_step_s: float
+    predicted_job_s: float
+    log_sd: float
+    """Predictive sd of the log step time."""
+    measured_step_s: float
+    """Median over its ok runs of their median step time."""
+    runs: int
+
+
+def describe(space: SearchSpace, candidate: Candidate) -> str:
+    return ", ".join(space.settings(candidate)) or "baseline"
+
+
+class InfraRSISampler:
+    def __init__(
+        self,
+        space: SearchSpace,
+        priors: PriorTable | None = None,
+        seeds: list[Candidate] | tuple[Candidate, ...] = (),
+        *,
+        n_initial: int = 4,
+        enumerate_limit: int = 20_000,
+        n_random: int = 4_000,
+        seed_pool: int = 32,
+        seed: int = 0,
+    ):
+        self.space = space
+        self.priors = priors or PriorTable()
+        self.seeds = list(seeds)
+        self.n_initial = n_initial
+        self.n_random = n_random
+        self.seed_pool = seed_pool
+        self.seed = seed
+        self.enumerate = space.size() <= enumerate_limit
+        self.time = TimeModel(space, self.priors)
+        self._prior_time = setting_priors(space, self.priors, "time").mean
+
+    # --- the pool of candidates considered --------------------------------------------------
+
+    def _pool(self, history: list[TrialResult]) -> CandidateSet:
+        if self.enumerate:
+            return self.space.enumerated()
+        rng = np.random.default_rng([self.seed, len(history)])
+        cands = self.space.sample(rng, self.n_random)
+        # Around the best measured candidates the model's ranking matters most: include every
+        # one-change neighbour of the few best.
+        oks = sorted((t for t in history if t.ok), key=lambda t: measured_job_s(t, self.space.planned_steps))
+        for t in oks[:3]:
+            cands += self.space.neighbours(t.candidate)
+        return self.space.candidate_set(distinct(cands))
+
+    # --- asking ----------------------------------------------------------------------------
+
+    def ask(self, history: list[TrialResult]) -> Proposal | None:
+        """The next candidate to run; None once every valid candidate has been measured."""
+        # The matrices are small: a multi-threaded BLAS only spins against the trials' own threads.
+        with threadpool_limits(limits=1, user_api="blas"):
+            measured = measured_keys(history)
+            pool = self._pool(history)
+            fresh = np.array([k not in measured for k in pool.keys], dtype=bool)
+            if not fresh.any():
+                return None
+            n_ok = sum(1 for t in history if t.ok and t.step_time)
+            if len(measured) < self.n_initial or n_ok < 2:
+                return self._seed(history, measured, pool, fresh)
+            return self._acquire(history, pool, fresh)
+
+    def _seed(self, history, measured, pool: CandidateSet, fresh) -> Proposal:
+        for cand in self.seeds:
+            if self.space.is_valid(cand) and cand.key() not in measured:
+                return Proposal(cand, "seed from the experience bank")
+        base = self.space.baseline()
+        if base.key() not in measured:
+            return Proposal(base, "baseline")
+        # Best by prior among the fresh ones (ties broken at random), then the one farthest
+        # from everything measured so far, so the first trials spread over the space.
+        rng = np.random.default_rng([self.seed, len(history)])
+        prior_log = pool.indicator @ self._prior_time + rng.uniform(0, 1e-6, len(pool.keys))
+        memory = MemoryModel(self.space, self.priors).fit(history)
+        fits = memory.p_fits(pool.features, self.space.budget_bytes) >= 0.5
+        usable = fresh & fits if (fresh & fits).any() else fresh
+        rows = np.flatnonzero(usable)
+        top = rows[np.argsort(prior_log[rows])[: self.seed_pool]]
+        done = self.space.indicator(distinct([t.candidate for t in history]))
+        gaps = np.abs(pool.indicator[top][:, None, :] - done[None, :, :]).sum(axis=2).min(axis=1)
+        pick = int(top[np.argmax(gaps)])
+        return Proposal(pool.candidates[pick], "prior-guided diverse seed",
+                        {"prior_step_ratio": float(math.exp(prior_log[pick])), "distance": float(gaps.max())})
+
+    def _acquire(self, history, pool: CandidateSet, fresh) -> Proposal:
+        space = self.space
+        self.time.fit(history)
+        memory = MemoryModel(space, self.priors).fit(history)
+        pred = self.time.predict_indicator(pool.indicator)
+        p_fits = memory.p_fits(pool.features, space.budget_bytes)
+        hard = failed_keys(history, _HARD_FAILURES)
+        ok_keys = {t.candidate.key() for t in history if t.ok} - failed_keys(history)
+        oks = distinct([t.candidate for t in history if t.candidate.key() in ok_keys])
+        # Improvement is measured against the model's view of the best measured candidate, not a
+        # single lucky run; with none left usable, against the best prediction anywhere.
+        best = float(np.min(self.time.predict(oks).log_job if oks else pred.log_job))
+        scores = score(pred, p_fits, best)
+
+        eligible = np.array([k not in hard for k in pool.keys], dtype=bool)
+        anchor = int(np.flatnonzero(eligible)[np.argmin(pred.log_job[eligible])])
+        anchor_key = pool.keys[anchor]
+        oomed = failed_keys(history, (TrialStatus.OOM,))
+        if memory.fitted and anchor_key not in ok_keys and (anchor_key in oomed or p_fits[anchor] < 0.5):
+            pair = memory_saver_pair(space, memory, pool.indicator, scores, anchor, fresh)
+            if pair is not None and pred.log_job[pair] < best:
+                reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
+                return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
+        pick = int(np.argmax(np.where(fresh, scores.value, -np.inf)))
+        return Proposal(pool.candidates[pick], "expected improvement x P(fits)",
+                        self._predicted(scores, memory, pool, pick))
+
+    def _predicted(self, scores, memory: MemoryModel, pool: CandidateSet, i: int) -> dict[str, float]:
+        out = {
+            "step_s": float(scores.time.step_s[i]),
+            "step_log_sd": float(scores.time.log_step_sd[i]),
+            "startup_s": float(scores.time.startup_s[i]),
+            "job_s": float(scores.time.job_s[i]),
+            "p_fits": float(scores.p_fits[i]),
+            "ei": float(scores.ei[i]),
+        }
+        if memory.fitted:
+            mean, _ = memory.predict(pool.features[i : i + 1])
+            out["peak_bytes"] = float(math.exp(mean[0]))
+        return out
+
+    # --- for verification --------------------------------------------------------------------
+
+    def top_candidates(self, history: list[TrialResult], k: int) -> list[RankedCandidate]:
+        """The k measured-ok candidates the model ranks fastest (by predicted job time, which
+        pools every trial), not the k luckiest single runs. Deterministic failures are excluded."""
+        failed = failed_keys(history)
+        runs: dict[str, list[TrialResult]] = {}
+        for t in history:
+            if t.ok and t.step_time and t.candidate.key() not in failed:
+                runs.setdefault(t.candidate.key(), []).append(t)
+        if not runs or not self.time.fit(history).fitted:
+            return []
+        cands = [ts[0].candidate for ts in runs.values()]
+        pred = self.time.predict(cands)
+        order = np.argsort(pred.log_job)[:k]
+        return [
+            RankedCandidate(
+                cands[i], float(pred.step_s[i]), float(pred.job_s[i]), float(pred.log_step_sd[i]),
+                statistics.median(t.step_time for t in runs[cands[i].key()]), len(runs[cands[i].key()]),
+            )
+            for i in order
+        ]

@@ -1,0 +1,151 @@
+"""One global regression of log step time over all completed trials, with the prior as its mean.
+
+mean(c)  = offset + sum of the prior log effects of c's settings (miscalibrated ones dropped)
+kernel   = Bayesian linear part over the setting indicators, each scaled by its prior sd
+           (so a setting the prior is sure about moves little, an unknown one freely)
+         + an RBF part with learned amplitude for interactions (compile x micro-batch…)
+         + white noise (run-to-run spread)
+A Gaussian process on the residuals to the prior mean (``gp.GP``); the linear part is the
+conjugate "effect per setting" model, the RBF lets the data add what is not additive.
+
+A slow-aborted or timed-out trial that reported step times is a right-censored observation (the
+true step time is above what it showed): it enters at the conditional mean of the predictive
+distribution above its bound. Start-up time gets its own small regression, because compilation
+costs tens of seconds once and the projected job time is ``startup + planned_steps x step``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import log_ndtr
+from sklearn.linear_model import BayesianRidge
+
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.search.calibration import PriorCheck, check_all, data_only_effects
+from infrarsi.search.effects import UNKNOWN_LOG_SD, setting_priors
+from infrarsi.search.gp import GP
+from infrarsi.search.prior_types import PriorTable
+from infrarsi.search.space import SearchSpace
+
+_CENSORED = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
+
+
+@dataclass(frozen=True, slots=True)
+class TimePrediction:
+    log_step: np.ndarray
+    log_step_sd: np.ndarray
+    startup_s: np.ndarray
+    log_job: np.ndarray
+    """log(startup + planned_steps x step): the projected real job."""
+    log_job_sd: np.ndarray
+
+    @property
+    def step_s(self) -> np.ndarray:
+        return np.exp(self.log_step)
+
+    @property
+    def job_s(self) -> np.ndarray:
+        return np.exp(self.log_job)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeData:
+    indicator: np.ndarray
+    y: np.ndarray
+    """Log median step time; for censored rows, the log of the bound."""
+    censored: np.ndarray
+
+
+def time_data(space: SearchSpace, history: list[TrialResult]) -> TimeData:
+    rows = [t for t in history if t.step_time and (t.ok or t.status in _CENSORED)]
+    return TimeData(
+        space.indicator([t.candidate for t in rows]),
+        np.array([math.log(t.step_time) for t in rows]),
+        np.array([not t.ok for t in rows], dtype=bool),
+    )
+
+
+class TimeModel:
+    def __init__(self, space: SearchSpace, priors: PriorTable | None = None):
+        self.space = space
+        self.priors = priors or PriorTable()
+        self.setting_prior = setting_priors(space, self.priors, "time")
+        self.fitted = False
+        self.checks: list[PriorCheck] = []
+        self.miscalibrated: set[str] = set()
+        self._gp = GP()
+        """Kept between fits: the next fit starts from the last hyperparameters (fast, stable)."""
+
+    # --- fitting ---------------------------------------------------------------------------
+
+    def _mean_and_scale(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-setting prior mean and sd in use: a miscalibrated prior loses both."""
+        drop = np.array([k in self.miscalibrated for k in self.space.setting_keys], dtype=bool)
+        mean = np.where(drop, 0.0, self.setting_prior.mean)
+        sd = np.where(drop, UNKNOWN_LOG_SD, self.setting_prior.sd)
+        return mean, sd
+
+    def _fit_gp(self, indicator: np.ndarray, y: np.ndarray, *, optimize: bool) -> None:
+        self._effect_mean, self._effect_sd = self._mean_and_scale()
+        prior_part = indicator @ self._effect_mean
+        self.offset = float(np.mean(y - prior_part))
+        self._gp.fit(indicator * self._effect_sd, y - self.offset - prior_part, optimize=optimize)
+
+    def _predict_log_step(self, indicator: np.ndarray, *, with_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        resid, sd = self._gp.predict(indicator * self._effect_sd, with_noise=with_noise)
+        return self.offset + indicator @ self._effect_mean + resid, sd
+
+    def fit(self, history: list[TrialResult]) -> TimeModel:
+        data = time_data(self.space, history)
+        ok = ~data.censored
+        if not ok.any():
+            self.fitted = False
+            return self
+        y = data.y.copy()
+        self.miscalibrated = set()
+        if data.censored.any():
+            # A first pass at the last hyperparameters is enough to place the censored points.
+            self._fit_gp(data.indicator[ok], y[ok], optimize=False)
+            mu, sd = self._predict_log_step(data.indicator[data.censored], with_noise=True)
+            y[data.censored] = _mean_above(mu, sd, data.y[data.censored])
+        effects, sds = data_only_effects(data.indicator, y)
+        self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
+        self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
+        self._fit_gp(data.indicator, y, optimize=True)
+        self._fit_startup(history)
+        self.fitted = True
+        return self
+
+    def _fit_startup(self, history: list[TrialResult]) -> None:
+        rows = [t for t in history if t.startup_s is not None and t.startup_s > 0]
+        logs = np.array([math.log(t.startup_s) for t in rows])
+        self._startup_const = float(np.mean(logs)) if rows else -math.inf
+        self._startup = None
+        if len(rows) >= 3:
+            self._startup = BayesianRidge().fit(self.space.indicator([t.candidate for t in rows]), logs)
+
+    # --- predictions -----------------------------------------------------------------------
+
+    def predict_indicator(self, indicator: np.ndarray) -> TimePrediction:
+        log_step, sd = self._predict_log_step(indicator)
+        if self._startup is not None:
+            startup = np.exp(self._startup.predict(indicator))
+        else:
+            startup = np.full(len(indicator), math.exp(self._startup_const))
+        steps = self.space.planned_steps * np.exp(log_step)
+        job = startup + steps
+        return TimePrediction(log_step, sd, startup, np.log(job), sd * steps / job)
+
+    def predict(self, candidates: list[Candidate]) -> TimePrediction:
+        return self.predict_indicator(self.space.indicator(candidates))
+
+
+def _mean_above(mu: np.ndarray, sd: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """E[Y | Y > bound] for Y ~ N(mu, sd): where a censored observation most likely lies."""
+    sd = np.maximum(sd, 1e-6)
+    a = (bound - mu) / sd
+    mills = np.exp(-0.5 * a**2 - 0.5 * math.log(2 * math.pi) - log_ndtr(-a))
+    return np.maximum(bound, mu + sd * mills)

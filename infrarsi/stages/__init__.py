@@ -1,0 +1,1 @@
+"""The five stages (init, doctor, run, report, apply): each returns data and prints nothing."""

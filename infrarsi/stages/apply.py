@@ -1,0 +1,151 @@
+"""apply: commit a promoted candidate on a new branch, with the evidence in the message.
+
+The change is built in a temporary git worktree at the contract's base commit: patches applied,
+launch settings written where the script reads them. Anything outside the editable scope refuses
+the whole apply. The user's working tree and checked-out branch stay exactly as they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from infrarsi import patches as patch_library
+from infrarsi import vcs
+from infrarsi.contract import Contract, KnobValue, require_intact
+from infrarsi.knobs.rewrite import set_defaults
+from infrarsi.runner.result import Candidate
+from infrarsi.stages.run import RunResult, load_run
+from infrarsi.verification import Verdict
+
+
+@dataclass(kw_only=True, slots=True)
+class ApplyResult:
+    status: str
+    """committed | dry_run | refused | error."""
+    message: str
+    branch: str = ""
+    commit: str = ""
+    base: str = ""
+    diff: str = ""
+    paths: list[str] = field(default_factory=list)
+    """Repo-relative paths the change touches (all inside the editable scope)."""
+    flags: list[str] = field(default_factory=list)
+    """Launch settings that could not be written into an editable file: pass them on the command line."""
+    commit_message: str = ""
+
+
+def _changed_settings(contract: Contract, candidate: Candidate) -> dict[str, KnobValue]:
+    return {name: value for name, value in candidate.knobs.items() if contract.knob(name).default != value}
+
+
+def _write_settings(checkout: Path, contract: Contract, settings: dict[str, KnobValue]) -> list[str]:
+    """Rewrite each changed knob's default in the editable file that defines it; flags for the rest."""
+    by_file: dict[str, dict[str, KnobValue]] = {}
+    flags: list[str] = []
+    for name, value in settings.items():
+        knob = contract.knob(name)
+        path = knob.source.rsplit(":", 1)[0] if knob.source else contract.workload.entry
+        if contract.scope.allows(path):
+            by_file.setdefault(path, {})[name] = value
+        else:
+            flags += knob.render(value)
+    for path, values in by_file.items():
+        target = checkout / path
+        target.write_text(set_defaults(target.read_text(), values))
+    return flags
+
+
+def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: list[str], flags: list[str]) -> str:
+    point, low, high = verdict.job_speedup or (float("nan"),) * 3
+    settings = ", ".join(f"{k}={v}" for k, v in _changed_settings(contract, verdict.candidate).items()) or "none"
+    patches = ", ".join(verdict.candidate.patches) or "none"
+    statuses: dict[str, int] = {}
+    for row in run.trials:
+        statuses[row.status] = statuses.get(row.status, 0) + 1
+    budget = contract.memory.budget_bytes
+    lines = [
+        f"infrarsi: {point:.2f}x faster training job (95% CI {low:.2f}-{high:.2f}x)",
+        "",
+        f"Run {run.run_id}, measured by InfraRSI on this machine and verified against the baseline.",
+        "",
+        f"Launch settings: {settings}",
+        f"Patches: {patches}",
+        "",
+        "Evidence:",
+        f"  job-time speedup {point:.3f}x, 95% CI [{low:.3f}, {high:.3f}], noise floor {run.noise_floor:.3f}",
+    ]
+    if verdict.base_step_s and verdict.cand_step_s:
+        lines.append(f"  step time {min(verdict.base_step_s) * 1000:.1f} ms -> {min(verdict.cand_step_s) * 1000:.1f} ms "
+                     f"(best of {len(verdict.cand_step_s)} interleaved reruns)")
+    if verdict.max_loss_diff is not None:
+        lines.append(f"  loss: max |candidate - baseline| = {verdict.max_loss_diff:.2e} over {contract.loss.compare_steps} steps "
+                     f"(tolerance {contract.loss.tolerance:.1e})")
+    if verdict.peak_bytes:
+        lines.append(f"  peak memory {verdict.peak_bytes / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB)")
+    lines.append(f"  trials: {len(run.trials)} ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))}), "
+                 f"{run.spent_s:.0f} s of trials")
+    if flags:
+        lines += ["", "Pass on the command line (defined outside the editable scope):", "  " + " ".join(flags)]
+    lines += ["", "Audited paths (all inside the editable scope):", *[f"  {p}" for p in paths]]
+    return "\n".join(lines) + "\n"
+
+
+def _pick(run: RunResult, candidate: int | None) -> Verdict | None:
+    if candidate is None:
+        return run.promoted
+    for verdict in run.verdicts:
+        if verdict.promoted and any(row.number == candidate and row.candidate == verdict.candidate.to_dict() for row in run.trials):
+            return verdict
+    return None
+
+
+def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) -> ApplyResult:
+    """Commit the promoted candidate (or the promoted one that trial ``candidate`` measured)."""
+    repo = Path(repo)
+    contract = require_intact(repo)
+    run = load_run(repo)
+    if run is None:
+        return ApplyResult(status="error", message=f"no run recorded in {repo}/.infrarsi; run `infrarsi run {repo}` first")
+    verdict = _pick(run, candidate)
+    if verdict is None:
+        which = f"trial {candidate} is not a promoted candidate" if candidate is not None else "the last run promoted no candidate"
+        return ApplyResult(status="error", message=f"{which}; nothing verified to apply")
+    place = vcs.locate(repo)
+    if place is None:
+        return ApplyResult(status="error", message=(
+            f"{repo} is not in a git repository. InfraRSI commits changes on a new branch for review and "
+            "will not create a repository for you: run `git init && git add -A && git commit -m base` there first."))
+    dirty = vcs.dirty(place, contract.scope.editable)
+    if dirty:
+        return ApplyResult(status="refused", message=(
+            "uncommitted changes in the editable scope: " + ", ".join(dirty) + ". Commit or stash them first."))
+    base = contract.base_commit or vcs.head_commit(repo)
+    branch = f"infrarsi/{run.run_id}"
+    if not dry_run and vcs.branch_exists(place, branch):
+        return ApplyResult(status="refused", message=f"branch {branch} already exists; it holds this run's commit")
+    try:
+        with vcs.worktree(place, base) as checkout:
+            outcomes = patch_library.apply_patches(checkout, list(verdict.candidate.patches), contract, contract.memory.device)
+            failed = [o for o in outcomes if o.status == "failed"]
+            if failed:
+                return ApplyResult(status="error", message=f"patch {failed[0].name} no longer applies: {failed[0].reason}")
+            flags = _write_settings(checkout, contract, _changed_settings(contract, verdict.candidate))
+            wt = git.Repo(checkout, search_parent_directories=True)
+            changed = [p.removeprefix(place.prefix + "/") if place.prefix else p
+                       for p in wt.git.diff("--name-only").splitlines()]
+            outside = [p for p in changed if not contract.scope.allows(p)]
+            if outside:
+                return ApplyResult(status="refused", message=f"the change touches files outside the editable scope: {', '.join(outside)}")
+            diff = wt.git.diff()
+            message = commit_message(run, verdict, contract, changed, flags)
+            if dry_run:
+                return ApplyResult(status="dry_run", message="dry run: nothing written", base=base, diff=diff,
+                                   paths=changed, flags=flags, commit_message=message)
+            sha = vcs.commit_on_branch(checkout, place, changed, message, branch)
+    except git.GitCommandError as err:
+        return ApplyResult(status="error", message=f"git failed: {err.stderr.strip() or err}")
+    return ApplyResult(status="committed", message=f"committed {sha[:10]} on branch {branch}", branch=branch,
+                       commit=sha, base=base, diff=diff, paths=changed, flags=flags, commit_message=message)

@@ -1,0 +1,468 @@
+"""doctor: measure the baseline before tuning it.
+
+Runs the contract's baseline several times as separate processes and turns what it saw into the
+numbers every later stage relies on: the noise floor (the smallest speedup worth believing), the
+phase split of a step, peak memory against the budget, the machine's peak FLOP/s and the
+baseline's MFU, and the loss trajectory with the tolerance the loss invariant uses. The reference
+losses and tolerances go back into the contract; everything goes to ``.infrarsi/doctor.json``.
+
+How the loss tolerance is chosen is documented in :mod:`infrarsi.noise`. The reassociation run it
+uses is the baseline with another micro-batch split of the same global batch: the same
+arithmetic in another order, so whatever it changes in the losses is float noise, the most a
+numerics-preserving candidate may legitimately change them by.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from infrarsi import noise
+from infrarsi.contract import STATE_DIR, Contract, KnobValue, require_intact, save_contract
+from infrarsi.events import Event, EventSink, ignore
+from infrarsi.flops import flops_per_token_from_facts, mfu
+from infrarsi.hardware import HardwareFingerprint, PeakFlops, fingerprint, normalize_dtype, peak_flops
+from infrarsi.probe import PHASES
+from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.trial import TrialSpec, run_trial
+
+DOCTOR_FILE = "doctor.json"
+SCHEMA_VERSION = 1
+PHASE_TOLERANCE = 0.10
+"""The probe's phases must cover the step time within this fraction for the split to be trusted."""
+
+
+class DoctorError(RuntimeError):
+    """The baseline could not be measured (a run failed, or doctor.json is missing or stale)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class BaselineRun:
+    """One run of the unchanged baseline."""
+
+    status: str
+    step_times: list[float]
+    median_step_s: float
+    step_cv: float
+    startup_s: float | None
+    wall_s: float
+    peak_bytes: int | None
+    log_path: str
+
+
+@dataclass(kw_only=True, slots=True)
+class PhaseSplit:
+    """Where a step's time goes: mean seconds per measured step, over every baseline run."""
+
+    step_s: float
+    """Mean step time (the phases are means, so they are compared with a mean)."""
+    phases: dict[str, float]
+    """Probe phases in the probe's order; phases the script never entered are absent."""
+    other_s: float
+    """Step time outside every phase (logging, synchronisation, Python between phases)."""
+    coverage: float
+    """Sum of the phases over the step time."""
+    covered: bool
+    """Whether the phases sum to the step time within ``PHASE_TOLERANCE``."""
+
+    def shares(self) -> dict[str, float]:
+        """Each phase's, and 'other''s, fraction of the step, largest first."""
+        parts = {**self.phases, "other": max(self.other_s, 0.0)}
+        return dict(sorted(((k, v / self.step_s) for k, v in parts.items()), key=lambda kv: -kv[1]))
+
+
+@dataclass(kw_only=True, slots=True)
+class Efficiency:
+    tokens_per_step: int
+    tokens_per_s: float
+    projected_job_s: float
+    """Start-up plus the contract's planned steps at the median step time."""
+    devices: int
+    """Devices the peak is multiplied by (GPUs in the job; 1 for the CPU)."""
+    flops_per_token: float | None
+    """6N + 12·L·H·Q·T; None when the script does not report its model (probe.model)."""
+    achieved_flops: float | None
+    peak: PeakFlops | None
+    mfu: float | None
+
+
+@dataclass(kw_only=True, slots=True)
+class MemoryUse:
+    peak_bytes: int
+    """Largest peak over the baseline runs."""
+    budget_bytes: int
+    device: str
+
+    @property
+    def fraction(self) -> float:
+        return self.peak_bytes / self.budget_bytes
+
+
+@dataclass(kw_only=True, slots=True)
+class ReorderRun:
+    """The baseline with another micro-batch split: its effect on the losses is float noise."""
+
+    knobs: dict[str, KnobValue]
+    status: str
+    max_deviation: float | None
+    """Largest |loss − reference| over the compared steps (None when the run failed)."""
+    detail: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
+class DoctorReport:
+    """Everything doctor measured; written as ``.infrarsi/doctor.json``."""
+
+    created: str
+    contract_hash: str
+    """The contract's digest after doctor wrote the reference losses into it."""
+    hardware: HardwareFingerprint
+    runs: list[BaselineRun]
+    noise: noise.StepNoise
+    phases: PhaseSplit
+    memory: MemoryUse
+    losses: noise.LossSpread
+    reorder: ReorderRun | None
+    efficiency: Efficiency
+    findings: list[str] = field(default_factory=list)
+    """Where the time goes, in sentences, largest first."""
+    warnings: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def repeats(self) -> int:
+        return len(self.runs)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["hardware"] = self.hardware.to_dict()
+        data["phases"]["shares"] = self.phases.shares()
+        data["memory"]["fraction"] = self.memory.fraction
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DoctorReport:
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise DoctorError(f"doctor.json has schema {data.get('schema_version')!r}; run `infrarsi doctor` again")
+        eff = dict(data["efficiency"])
+        eff["peak"] = PeakFlops.from_dict(eff["peak"]) if eff.get("peak") else None
+        phases = {k: v for k, v in data["phases"].items() if k != "shares"}
+        memory = {k: v for k, v in data["memory"].items() if k != "fraction"}
+        return cls(
+            created=data["created"],
+            contract_hash=data["contract_hash"],
+            hardware=HardwareFingerprint.from_dict(data["hardware"]),
+            runs=[BaselineRun(**r) for r in data["runs"]],
+            noise=noise.StepNoise.from_dict(data["noise"]),
+            phases=PhaseSplit(**phases),
+            memory=MemoryUse(**memory),
+            losses=noise.LossSpread.from_dict(data["losses"]),
+            reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
+            efficiency=Efficiency(**eff),
+            findings=list(data.get("findings", [])),
+            warnings=list(data.get("warnings", [])),
+            wall_s=float(data.get("wall_s", 0.0)),
+            schema_version=data["schema_version"],
+        )
+
+
+def doctor_path(repo: Path) -> Path:
+    return Path(repo) / STATE_DIR / DOCTOR_FILE
+
+
+def load_doctor(repo: Path) -> DoctorReport | None:
+    """The last doctor report, or None when doctor has not run; DoctorError when it is unreadable."""
+    path = doctor_path(repo)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as err:
+        raise DoctorError(f"{path} is not valid JSON ({err}); run `infrarsi doctor {repo}` again") from None
+    return DoctorReport.from_dict(data)
+
+
+def save_doctor(report: DoctorReport, repo: Path) -> Path:
+    path = doctor_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+# --- the stage -----------------------------------------------------------------------------------
+
+
+def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> DoctorReport:
+    """Measure the baseline ``repeats`` times, write the reference losses into the contract and
+    ``.infrarsi/doctor.json``, and return the report. Raises DoctorError when the baseline fails."""
+    if repeats < 2:
+        raise ValueError(f"repeats must be at least 2 to measure run-to-run noise, got {repeats}")
+    started = time.perf_counter()
+    repo = Path(repo)
+    contract = require_intact(repo)
+    total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
+    on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
+    log_root = repo / STATE_DIR / "doctor"
+
+    runs: list[TrialResult] = []
+    for i in range(repeats):
+        on_event(Event("doctor", "report", f"baseline run {i + 1} of {repeats}", i, total))
+        result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(), check_loss=False,
+                                     log_dir=log_root / f"baseline-{i + 1}", on_event=on_event))
+        if not result.ok or len(result.step_times) < 2:
+            raise DoctorError(
+                f"baseline run {i + 1} ended {result.status.value}"
+                f"{' with fewer than 2 measured steps' if result.ok else ''}: {result.detail}\n"
+                f"log: {result.log_path}"
+            )
+        on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {result.step_time * 1000:.1f} ms, "
+                                        f"peak {(result.peak_bytes or 0) / 2**30:.2f} GiB, {result.wall_s:.1f} s"))
+        runs.append(result)
+    contract = with_measured_workload(contract, runs)
+
+    reorder_knobs = _reorder_knobs(contract)
+    reorder_result = None
+    if reorder_knobs:
+        on_event(Event("doctor", "report", f"reassociation run with {reorder_knobs}", repeats, total))
+        reorder_result = run_trial(TrialSpec(
+            repo=repo, contract=contract, candidate=Candidate(knobs=reorder_knobs), check_loss=False,
+            steps=min(contract.loss.compare_steps, contract.workload.total_steps),
+            log_dir=log_root / "reassociation", on_event=on_event,
+        ))
+
+    on_event(Event("doctor", "report", "measuring the machine's peak FLOP/s", total - 1, total))
+    hardware = fingerprint()
+    peak, devices, peak_warning = _peak(contract, hardware)
+
+    try:
+        report = summarize(contract, runs, reorder_knobs, reorder_result, hardware, peak, devices)
+    except ValueError as err:  # a baseline whose losses cannot serve as the reference
+        raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
+    if peak_warning:
+        report.warnings.append(peak_warning)
+    updated = contract.with_reference(report.losses.reference, report.losses.tolerance,
+                                      report.losses.numerics_tolerance)
+    save_contract(updated, repo)
+    report.contract_hash = updated.digest()
+    report.wall_s = time.perf_counter() - started
+    save_doctor(report, repo)
+    on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
+    return report
+
+
+def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contract:
+    """Fill in what init could not derive (tokens per step, sequence length, global batch: 0 in
+    the contract) from what the baseline reported through the probe."""
+    w = contract.workload
+    if w.tokens_per_step and w.seq_len and w.global_batch:
+        return contract
+    tokens = {r.tokens_per_step for r in runs}
+    if len(tokens) != 1 or None in tokens:
+        raise DoctorError(
+            "the contract does not know the tokens per step and the baseline did not report them "
+            f"consistently ({sorted(tokens, key=str)}): call probe.step(loss=…, tokens=…) in the script"
+        )
+    tokens_per_step = w.tokens_per_step or tokens.pop()
+    seq_len = w.seq_len or int(runs[0].model_facts.get("seq_len", 0))
+    if not seq_len:
+        raise DoctorError("the contract does not know the sequence length and the script does not report it: "
+                          "call probe.model(..., seq_len=…) in the script")
+    global_batch = w.global_batch or tokens_per_step // seq_len
+    return replace(contract, workload=replace(w, tokens_per_step=tokens_per_step, seq_len=seq_len,
+                                              global_batch=global_batch))
+
+
+def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
+    """Another micro-batch size that splits the same global batch (and the accumulation that
+    keeps it), nearest the default; empty when the contract has no such knob."""
+    micro = [k for k in contract.by_role("micro_batch") if k.type == "int"]
+    if not micro:
+        return {}
+    knob = micro[0]
+    default = int(knob.default)
+    accum = contract.by_role("grad_accum")
+    ranks = int(next((k.default for k in contract.by_role("nproc_per_node")), 1)) or 1
+    per_rank = contract.workload.global_batch // ranks
+    choices = sorted(
+        (int(v) for v in knob.domain if int(v) != default and int(v) > 0 and per_rank % int(v) == 0),
+        key=lambda v: (abs(math.log(v / default)), -v),
+    )
+    if not choices:
+        return {}
+    values: dict[str, KnobValue] = {knob.name: choices[0]}
+    if accum:
+        values[accum[0].name] = per_rank // choices[0]
+    return values
+
+
+def _knob_default(contract: Contract, role: str) -> KnobValue | None:
+    knobs = contract.by_role(role)
+    return knobs[0].default if knobs else None
+
+
+def _peak(contract: Contract, hardware: HardwareFingerprint) -> tuple[PeakFlops | None, int, str]:
+    """The peak FLOP/s of what the job runs on, how many devices it spans, and a warning if any."""
+    device = contract.memory.device
+    ranks = int(_knob_default(contract, "nproc_per_node") or 1)
+    raw_dtype = _knob_default(contract, "dtype") or "fp32"
+    try:
+        dtype = normalize_dtype(str(raw_dtype))
+    except ValueError:
+        return None, 1, f"the dtype knob's default {raw_dtype!r} is not one doctor knows: no MFU"
+    if device == "cuda":
+        if not hardware.gpu_count:
+            return None, ranks, "the contract runs on CUDA but this machine has no visible GPU: no MFU"
+        return peak_flops("cuda", dtype, hardware=hardware), ranks, ""
+    # On a CPU every rank's threads share one pool of cores; the job's peak is the cores it uses.
+    threads = int(_knob_default(contract, "threads") or 0) or torch.get_num_threads()
+    return peak_flops("cpu", dtype, threads=threads * ranks, hardware=hardware), 1, ""
+
+
+def summarize(
+    contract: Contract,
+    runs: list[TrialResult],
+    reorder_knobs: dict[str, KnobValue],
+    reorder: TrialResult | None,
+    hardware: HardwareFingerprint,
+    peak: PeakFlops | None,
+    devices: int,
+) -> DoctorReport:
+    """The report from finished baseline runs (pure: no processes, no files)."""
+    warnings: list[str] = []
+    step_noise = noise.step_noise([r.step_times for r in runs])
+
+    reorder_losses = [reorder.losses] if reorder is not None and reorder.ok else []
+    losses = noise.loss_tolerance([r.losses for r in runs], contract.loss.compare_steps, reorder_losses)
+    reorder_run = None
+    if reorder_knobs and reorder is not None:
+        k = min(contract.loss.compare_steps, len(reorder.losses))
+        dev = max((abs(a - b) for a, b in zip(reorder.losses[:k], losses.reference)), default=None) \
+            if reorder.ok else None
+        reorder_run = ReorderRun(knobs=reorder_knobs, status=reorder.status.value, max_deviation=dev,
+                                 detail=reorder.detail)
+        if not reorder.ok:
+            warnings.append(f"the reassociation run {reorder_knobs} ended {reorder.status.value}; "
+                            "the loss tolerance rests on same-seed repeats and the floor")
+    elif not reorder_knobs:
+        warnings.append("the contract has no micro-batch knob to reorder the sums with; the loss "
+                        "tolerance rests on same-seed repeats and the floor")
+
+    phases = _phase_split(runs)
+    if not phases.phases:
+        warnings.append("the script reports no phases: wrap its data, forward, backward and optimizer "
+                        "code in `with probe.phase(...)` to see where the time goes")
+    elif not phases.covered:
+        warnings.append(f"the probe's phases cover {phases.coverage:.0%} of the step time, outside "
+                        f"±{PHASE_TOLERANCE:.0%}: part of the step is not attributed")
+
+    peaks = [r.peak_bytes for r in runs if r.peak_bytes]
+    memory = MemoryUse(peak_bytes=max(peaks) if peaks else 0, budget_bytes=contract.memory.budget_bytes,
+                       device=contract.memory.device)
+    if memory.fraction > 0.9:
+        warnings.append(f"the baseline peaks at {memory.fraction:.0%} of the memory budget: little room "
+                        "for settings that use more memory")
+
+    efficiency = _efficiency(contract, runs, step_noise.step_s, peak, devices, warnings)
+    report = DoctorReport(
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        contract_hash=contract.digest(),
+        hardware=hardware,
+        runs=[
+            BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=r.step_time,
+                        step_cv=noise.cv(r.step_times), startup_s=r.startup_s, wall_s=r.wall_s,
+                        peak_bytes=r.peak_bytes, log_path=r.log_path)
+            for r in runs
+        ],
+        noise=step_noise,
+        phases=phases,
+        memory=memory,
+        losses=losses,
+        reorder=reorder_run,
+        efficiency=efficiency,
+        warnings=warnings,
+    )
+    report.findings = where_time_goes(report)
+    return report
+
+
+def _phase_split(runs: list[TrialResult]) -> PhaseSplit:
+    step = statistics.fmean(statistics.fmean(r.step_times) for r in runs)
+    names = [p for p in PHASES if any(p in r.phases for r in runs)]
+    phases = {p: statistics.fmean(r.phases.get(p, 0.0) for r in runs) for p in names}
+    total = sum(phases.values())
+    coverage = total / step
+    return PhaseSplit(step_s=step, phases=phases, other_s=step - total, coverage=coverage,
+                      covered=abs(1 - coverage) <= PHASE_TOLERANCE)
+
+
+def _efficiency(
+    contract: Contract, runs: list[TrialResult], step_s: float, peak: PeakFlops | None, devices: int,
+    warnings: list[str],
+) -> Efficiency:
+    tokens = contract.workload.tokens_per_step
+    tokens_per_s = tokens / step_s
+    startups = [r.startup_s for r in runs if r.startup_s is not None]
+    projected = (statistics.median(startups) if startups else 0.0) + contract.workload.planned_steps * step_s
+    facts = runs[0].model_facts
+    fpt = achieved = utilization = None
+    if not facts:
+        warnings.append("the script does not report its model (probe.model(...)): no FLOPs per token, no MFU")
+    else:
+        try:
+            fpt = flops_per_token_from_facts(facts)
+        except ValueError as err:
+            warnings.append(f"no MFU: {err}")
+    if fpt is not None:
+        achieved = tokens_per_s * fpt
+        if peak is not None:
+            utilization = mfu(tokens_per_s, fpt, peak.value * devices)
+            if utilization > 1:
+                warnings.append(f"MFU {utilization:.0%} is above 100%: the measured peak ({peak.source}) is "
+                                "too low, probably measured while the machine was busy")
+    return Efficiency(tokens_per_step=tokens, tokens_per_s=tokens_per_s, projected_job_s=projected,
+                      devices=devices, flops_per_token=fpt, achieved_flops=achieved, peak=peak, mfu=utilization)
+
+
+# What a large share of a phase usually points at, for the summary.
+_PHASE_HINTS = {
+    "data": (0.10, "batches are built on the training thread; prefetching or loader workers can hide it"),
+    "optimizer": (0.15, "a foreach or fused optimizer implementation usually shortens it"),
+    "communication": (0.10, "gradient all-reduce is exposed; bucket sizes, overlap and no_sync under "
+                            "accumulation are the levers"),
+    "other": (0.10, "time outside every probe phase: logging, host-device syncs, Python between phases"),
+}
+
+
+def where_time_goes(report: DoctorReport) -> list[str]:
+    """Where the time goes, as sentences: the split, the phases that stand out, compute efficiency."""
+    out = []
+    shares = report.phases.shares() if report.phases.phases else {}
+    if shares:
+        top = list(shares.items())[:3]
+        out.append("A step is " + ", ".join(f"{name} {share:.0%}" for name, share in top)
+                   + f" of {report.phases.step_s * 1000:.0f} ms.")
+        compute = sum(shares.get(p, 0.0) for p in ("forward", "backward"))
+        if compute:
+            out.append(f"Forward and backward take {compute:.0%} of the step.")
+        for name, (threshold, hint) in _PHASE_HINTS.items():
+            if shares.get(name, 0.0) >= threshold:
+                out.append(f"{name.capitalize()} takes {shares[name]:.0%}: {hint}.")
+    eff = report.efficiency
+    if eff.mfu is not None and eff.peak is not None:
+        if eff.mfu >= 0.5:
+            out.append(f"MFU is {eff.mfu:.0%} of the {eff.peak.dtype} peak: the matmuls already run near "
+                       "what the hardware can do; gains must come from doing less or overlapping more.")
+        else:
+            out.append(f"MFU is {eff.mfu:.0%} of the {eff.peak.dtype} peak: most of the hardware's compute "
+                       "goes unused, so there is room in launch settings and kernels.")
+    return out

@@ -1,0 +1,414 @@
+"""init: read a training repo without running it and write its task contract.
+
+Finds the entry point and its knobs (libcst; nothing of the user's is imported or run), gives each
+knob a role from the built-in catalog and a search domain, derives the workload (global batch,
+sequence length, tokens per step, seed, step counts), locks the editable scope and hashes every
+other Python source, and writes ``.infrarsi/contract.toml``.
+
+The editable scope defaults to the files that define the model (an ``nn.Module`` subclass) or run
+the training loop (call ``.backward()``), among the entry point and the repo modules it imports.
+``scope`` entries change it: ``path`` or ``path::function`` replace the default list,
+``+path`` adds to it and ``-path`` removes from it.
+
+The probe: when no file of the job calls ``probe.step``, the result carries the codemod's diff.
+init writes it into the user's file only when called with ``insert_probe=True`` (CLI
+``--insert-probe``); otherwise the user's tree is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from infrarsi.codemods.insert_probe import probe_diff
+from infrarsi.contract import (
+    Contract,
+    ContractError,
+    Knob,
+    LossInvariant,
+    MemoryBudget,
+    Scope,
+    Workload,
+    file_sha256,
+    save_contract,
+)
+from infrarsi.knobs.catalog import classify, domain
+from infrarsi.knobs.discover import Discovery, RawKnob, discover
+from infrarsi.knobs.entry import EntryPoint, find_entry
+from infrarsi.knobs.source import DiscoveryError, dotted, parse, python_files, read_text, walk
+
+WARMUP_STEPS = 3
+MEASURED_STEPS = 10
+"""Sized for trials of seconds: enough steps for a stable median, few enough to try many settings."""
+LOSS_TOLERANCE = 1e-4
+NUMERICS_TOLERANCE = 5e-2
+"""Starting tolerances; doctor refines both from the baseline's measured spread."""
+BUDGET_FRACTION = 0.8
+"""Default memory budget: this share of the available RAM (CPU) or of the card (CUDA)."""
+_README_BUDGET = re.compile(r"<!--\s*infrarsi:\s*budget_mib\s*=\s*(\d+)\s*-->")
+
+
+@dataclass(slots=True)
+class InitResult:
+    status: str
+    """ok | error."""
+    message: str
+    contract_path: str = ""
+    contract: Contract | None = None
+    entry: str = ""
+    knobs_by_role: dict[str, list[str]] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    """Knobs the catalog does not know: kept at their defaults."""
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    """Declarations that cannot be knobs: name, source (file:line), reason."""
+    editable: list[str] = field(default_factory=list)
+    locked: list[str] = field(default_factory=list)
+    probe_missing: bool = False
+    probe_diff: str | None = None
+    """The codemod's diff when the probe is missing and the loop was found (None otherwise)."""
+    probe_inserted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["contract"] = self.contract.to_dict() if self.contract else None
+        return data
+
+
+def init(
+    repo: Path,
+    *,
+    scope: list[str] | None = None,
+    budget_bytes: int | None = None,
+    entry: str | None = None,
+    launcher: str | None = None,
+    insert_probe: bool = False,
+    warmup_steps: int = WARMUP_STEPS,
+    measured_steps: int = MEASURED_STEPS,
+    planned_steps: int | None = None,
+) -> InitResult:
+    """Discover ``repo``'s job and write its contract; every failure comes back as status ``error``."""
+    repo = Path(repo)
+    if not repo.is_dir():
+        return InitResult("error", f"{repo} is not a directory")
+    try:
+        return _init(repo, scope, budget_bytes, entry, launcher, insert_probe, warmup_steps, measured_steps,
+                     planned_steps)
+    except (DiscoveryError, ContractError) as err:
+        return InitResult("error", str(err))
+
+
+def _init(repo, scope, budget_bytes, entry, launcher, insert_probe, warmup, measured, planned) -> InitResult:
+    ep = find_entry(repo, entry)
+    if launcher is not None:
+        if launcher not in ("python", "torchrun"):
+            raise DiscoveryError(f"launcher must be python or torchrun, got {launcher!r}")
+        ep = EntryPoint(ep.path, ep.wrapper, launcher, "chosen with --launcher", ep.trains)
+    found = discover(repo, ep)
+    warnings = list(found.warnings)
+
+    knobs, workload_facts = _knobs(found, ep, warnings)
+    workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings)
+
+    editable, functions = _scope(repo, found, ep, scope)
+    diff, inserted, missing = _probe(repo, found, ep, insert_probe, warnings)
+    locked = {rel: file_sha256(repo / rel) for rel in python_files(repo) if rel not in editable}
+
+    device = _device(knobs)
+    contract = Contract(
+        workload=workload,
+        loss=LossInvariant(
+            compare_steps=workload.total_steps,
+            tolerance=LOSS_TOLERANCE,
+            numerics_tolerance=NUMERICS_TOLERANCE,
+        ),
+        memory=MemoryBudget(budget_bytes=budget_bytes or _default_budget(repo, device, warnings), device=device),
+        scope=Scope(editable=editable, functions=functions, locked=locked),
+        knobs=knobs,
+        base_commit=_base_commit(repo),
+    )
+    path = save_contract(contract, repo)
+    by_role: dict[str, list[str]] = {}
+    for k in knobs:
+        by_role.setdefault(k.role, []).append(k.name)
+    tunable = len(contract.tunable)
+    return InitResult(
+        status="ok",
+        message=(
+            f"{ep.path} ({found.style}, {workload.launcher}): {len(knobs)} knobs, {tunable} tunable; "
+            f"contract written to {path}"
+        ),
+        contract_path=str(path),
+        contract=contract,
+        entry=ep.path,
+        knobs_by_role=by_role,
+        unknown=by_role.get("unknown", []),
+        skipped=[{"name": k.name, "source": k.source, "reason": k.note} for k in found.skipped],
+        editable=editable,
+        locked=sorted(locked),
+        probe_missing=missing,
+        probe_diff=diff,
+        probe_inserted=inserted,
+        warnings=warnings,
+    )
+
+
+# ---------------------------------------------------------------- knobs and workload
+
+
+@dataclass(slots=True)
+class _Facts:
+    """What the workload is, read off the knob defaults."""
+
+    global_batch: int = 0
+    global_batch_knob: str = ""
+    tokens: int = 0
+    seq_len: int = 0
+    seq_len_knob: str = ""
+    seed: int | None = None
+    steps: RawKnob | None = None
+
+
+def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str]) -> tuple[list[Knob], _Facts]:
+    names = [k.name for k in found.knobs]
+    rules = {k.name: classify(k, names) for k in found.knobs}
+    roles = {name: rule.role for name, rule in rules.items()}
+    facts = _Facts()
+    for k in found.knobs:
+        aspect = rules[k.name].aspect
+        if aspect == "global_batch" and isinstance(k.default, int) and not facts.global_batch_knob:
+            facts.global_batch, facts.global_batch_knob = k.default, k.name
+        elif aspect == "global_tokens" and isinstance(k.default, int):
+            facts.tokens = k.default
+            facts.global_batch_knob = k.name
+        elif aspect == "seq_len" and isinstance(k.default, int) and not facts.seq_len_knob:
+            facts.seq_len, facts.seq_len_knob = k.default, k.name
+        elif aspect == "seed" and isinstance(k.default, int) and facts.seed is None:
+            facts.seed = k.default
+        elif roles[k.name] == "steps" and isinstance(k.default, int) and facts.steps is None:
+            facts.steps = k
+    micro = [k for k in found.knobs if roles[k.name] == "micro_batch" and isinstance(k.default, int)]
+    accum = [k for k in found.knobs if roles[k.name] == "grad_accum" and isinstance(k.default, int)]
+    if not facts.global_batch_knob:
+        if micro and accum:
+            # nanoGPT: the global batch is micro-batch x accumulation (one process); the search keeps the product.
+            facts.global_batch = micro[0].default * accum[0].default
+        elif micro:
+            # A micro-batch with nothing to accumulate over is the global batch: it defines the workload.
+            roles[micro[0].name] = "workload"
+            facts.global_batch, facts.global_batch_knob = micro[0].default, micro[0].name
+    if facts.tokens and facts.seq_len:
+        facts.global_batch = facts.tokens // facts.seq_len
+    elif facts.global_batch and facts.seq_len:
+        facts.tokens = facts.global_batch * facts.seq_len
+    if not facts.tokens:
+        what = "global batch" if not facts.global_batch else "sequence length"
+        warnings.append(
+            f"tokens per step cannot be derived from the knob defaults (no {what} knob found): "
+            "it is 0 (unknown) in the contract and doctor must measure it with the probe"
+        )
+
+    cpu_count = os.cpu_count() or 1
+    knobs = []
+    for k in found.knobs:
+        role = roles[k.name]
+        values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count)
+        tunable = len(values) >= 2
+        if role not in ("workload", "unknown", "steps") and not tunable:
+            warnings.append(f"knob {k.name} ({role}) stays fixed: {why or 'a single value'}")
+        knobs.append(
+            Knob(
+                name=k.name, role=role, type=k.type, default=k.default, flag=k.flag, flag_style=k.flag_style,
+                domain=values if tunable else [], tunable=tunable, help=k.help, source=k.source,
+            )
+        )
+    if ep.launcher == "torchrun":
+        knobs.append(_nproc_knob(facts.global_batch))
+    return knobs, facts
+
+
+def _nproc_knob(global_batch: int) -> Knob:
+    """torchrun's process count: 1 to the devices this machine has, dividing the global batch."""
+    devices = _cuda_count() or os.cpu_count() or 1
+    values = [n for n in range(1, devices + 1) if global_batch and global_batch % n == 0] or [1]
+    return Knob(
+        name="nproc_per_node", role="nproc_per_node", type="int", default=1, flag="--nproc_per_node",
+        domain=values if len(values) > 1 else [], tunable=len(values) > 1,
+        help="torchrun processes per node (a launcher option: it goes before the script)", source="launcher",
+    )
+
+
+def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, warnings) -> Workload:
+    command = ["torchrun", "--nproc_per_node=1", ep.path] if ep.launcher == "torchrun" else ["python", ep.path]
+    args = {}
+    steps = facts.steps
+    if steps is not None and steps.flag:
+        args[steps.flag.lstrip("-")] = warmup + measured
+    if steps is None:
+        warnings.append(
+            "no step-count knob (max_iters, steps, …): trials cannot be cut to "
+            f"{warmup + measured} steps and run the whole job"
+        )
+    if planned is None:
+        planned = steps.default if steps is not None else warmup + measured
+    if facts.seed is None:
+        warnings.append("no seed knob: the loss invariant needs the script to seed itself the same way every run")
+    return Workload(
+        entry=ep.path,
+        command=command,
+        cwd=".",
+        launcher=ep.launcher,
+        knob_style=found.style,
+        args=args,
+        tokens_per_step=facts.tokens,
+        seq_len=facts.seq_len,
+        global_batch=facts.global_batch,
+        global_batch_knob=facts.global_batch_knob,
+        seq_len_knob=facts.seq_len_knob,
+        seed=facts.seed or 0,
+        warmup_steps=warmup,
+        measured_steps=measured,
+        planned_steps=planned,
+    )
+
+
+# ---------------------------------------------------------------- scope
+
+
+def _defines_module(module: cst.Module) -> bool:
+    """Whether the file defines a torch module (a class deriving from ``nn.Module`` or ``Module``)."""
+    return any(
+        isinstance(n, cst.ClassDef) and any(dotted(b.value).endswith("Module") for b in n.bases)
+        for n in walk(module)
+    )
+
+
+def default_editable(repo: Path, files: list[str]) -> list[str]:
+    """Model and training-loop files among the job's own files."""
+    out = []
+    for rel in files:
+        module = parse(repo, rel).module
+        if _defines_module(module) or ".backward(" in module.code:
+            out.append(rel)
+    return out
+
+
+def _has_function(module: cst.Module, qualname: str) -> bool:
+    def find(body, parts) -> bool:
+        for stmt in body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == parts[0]:
+                if len(parts) == 1:
+                    return True
+                inner = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ()
+                return find(inner, parts[1:])
+        return False
+
+    return find(module.body, qualname.split("."))
+
+
+def _scope(repo: Path, found: Discovery, ep: EntryPoint, spec: list[str] | None) -> tuple[list[str], list[str]]:
+    editable = default_editable(repo, found.files) or [ep.path]
+    functions: list[str] = []
+    if spec:
+        replace_with: list[str] = []
+        for item in spec:
+            sign, rest = (item[0], item[1:]) if item[:1] in "+-" else ("", item)
+            path, _, func = rest.partition("::")
+            rel = Path(path).as_posix()
+            if not (repo / rel).is_file() or not rel.endswith(".py"):
+                raise DiscoveryError(f"scope entry {item!r}: no Python file {rel} under {repo}")
+            if func and not _has_function(parse(repo, rel).module, func):
+                raise DiscoveryError(f"scope entry {item!r}: {rel} defines no function or class {func}")
+            if func:
+                functions.append(f"{rel}::{func}")
+            if sign == "-":
+                editable = [e for e in editable if e != rel]
+            elif sign == "+":
+                editable = [*editable, rel] if rel not in editable else editable
+            else:
+                replace_with.append(rel)
+        if replace_with:
+            editable = list(dict.fromkeys(replace_with))
+        if not editable:
+            raise DiscoveryError("the scope leaves no editable file; name at least one")
+    return editable, functions
+
+
+# ---------------------------------------------------------------- probe, memory, git
+
+
+def _probe(repo: Path, found: Discovery, ep: EntryPoint, write: bool, warnings: list[str]):
+    """(diff or None, inserted, missing): the probe codemod on the file with the training loop."""
+    texts = {rel: read_text(repo, rel) for rel in found.files}
+    if any("probe.step(" in t for t in texts.values()):
+        return None, False, False
+    loop_files = [rel for rel, t in texts.items() if ".backward(" in t]
+    if not loop_files:
+        warnings.append("the probe is missing and no file of the job calls .backward(): add probe.step by hand")
+        return None, False, True
+    rel = ep.path if ep.path in loop_files else loop_files[0]
+    edit, diff = probe_diff(texts[rel], rel, distributed=ep.launcher == "torchrun")
+    if edit.status != "inserted":
+        warnings.append(f"the probe is missing and cannot be inserted into {rel}: {edit.reason}; add probe.step by hand")
+        return None, False, True
+    if write:
+        (repo / rel).write_text(edit.code)
+        return diff, True, False
+    warnings.append(f"the probe is missing from {rel}: review the diff and rerun with --insert-probe to write it")
+    return diff, False, True
+
+
+def _device(knobs: list[Knob]) -> str:
+    """cuda when the job's device knob says so (or says auto and a GPU is here), else cpu."""
+    for k in knobs:
+        if k.name in ("device", "device_type") and isinstance(k.default, str):
+            if k.default.startswith("cuda"):
+                return "cuda"
+            if k.default.startswith("cpu"):
+                return "cpu"
+    return "cuda" if _cuda_count() else "cpu"
+
+
+def _cuda_count() -> int:
+    import torch  # deferred: ~2 s, and only the device questions need it
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _default_budget(repo: Path, device: str, warnings: list[str]) -> int:
+    """The repo README's ``<!-- infrarsi: budget_mib=N -->``, else a share of the device's memory."""
+    for readme in sorted(repo.glob("README*")):
+        match = _README_BUDGET.search(readme.read_text(errors="replace"))
+        if match:
+            return int(match.group(1)) * 2**20
+    if device == "cuda":
+        import torch
+
+        total = torch.cuda.get_device_properties(0).total_memory
+        warnings.append(f"memory budget: {BUDGET_FRACTION:.0%} of the card ({total / 2**30:.1f} GiB); set --budget-gib to change")
+        return int(total * BUDGET_FRACTION)
+    import psutil
+
+    available = psutil.virtual_memory().available
+    warnings.append(
+        f"memory budget: {BUDGET_FRACTION:.0%} of the available RAM ({available / 2**30:.1f} GiB); set --budget-gib to change"
+    )
+    return int(available * BUDGET_FRACTION)
+
+
+def _base_commit(repo: Path) -> str:
+    """HEAD of the git repository containing ``repo`` (it may sit inside a larger one); empty without git."""
+    import git
+
+    try:
+        return git.Repo(repo, search_parent_directories=True).head.commit.hexsha
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return ""

@@ -1,0 +1,331 @@
+"""run: co-optimize launch knobs and patches with real trials, then re-verify the best against the baseline.
+
+Every trial lands in the Optuna study as soon as it ends, so Ctrl-C, a crash or a killed worker
+loses nothing measured; running again continues the same study. The summary of the latest run is
+written to ``.infrarsi/run.json`` for report and apply.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infrarsi import patches as patch_library
+from infrarsi.contract import STATE_DIR, Contract, require_intact
+from infrarsi.events import Event, EventSink, ignore
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.search.strategy import SAMPLERS, make_strategy
+from infrarsi.search.space import SearchSpace
+from infrarsi.stages.doctor import load_doctor
+from infrarsi.study import TrialStore, default_storage_url
+from infrarsi.verification import Verdict, best_promoted, interleave, job_seconds, judge
+
+RUN_FILE = "run.json"
+ABORT_FACTOR = 1.5
+"""A trial whose measured steps are this much slower than the incumbent's is stopped early."""
+VERIFY_TOP = 2
+VERIFY_ROUNDS = 3
+
+
+@dataclass(kw_only=True, slots=True)
+class TrialRow:
+    """One trial as the report lists it."""
+
+    number: int
+    kind: str
+    status: str
+    candidate: dict[str, Any]
+    step_s: float | None
+    job_s: float | None
+    peak_bytes: int | None
+    wall_s: float
+    detail: str
+    reason: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
+class PatchCheck:
+    name: str
+    status: str
+    """validated | the failing trial's status | skipped."""
+    reason: str
+    cost_s: float
+
+
+@dataclass(kw_only=True, slots=True)
+class RunResult:
+    status: str
+    """ok | no_promotion | interrupted | error."""
+    message: str
+    run_id: str = ""
+    sampler: str = ""
+    storage_url: str = ""
+    study_name: str = ""
+    started: str = ""
+    baseline: dict[str, Any] | None = None
+    trials: list[TrialRow] = field(default_factory=list)
+    patch_checks: list[PatchCheck] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    promoted: Verdict | None = None
+    noise_floor: float = 1.0
+    spent_s: float = 0.0
+    interrupted_s: float = 0.0
+    prior_checks: list[dict[str, Any]] = field(default_factory=list)
+    memory_prices: list[dict[str, Any]] = field(default_factory=list)
+    priors_source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdicts"] = [v.to_dict() for v in self.verdicts]
+        data["promoted"] = self.promoted.to_dict() if self.promoted else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        data = dict(data)
+        data["trials"] = [TrialRow(**t) for t in data.get("trials", [])]
+        data["patch_checks"] = [PatchCheck(**p) for p in data.get("patch_checks", [])]
+        data["verdicts"] = [Verdict.from_dict(v) for v in data.get("verdicts", [])]
+        data["promoted"] = Verdict.from_dict(data["promoted"]) if data.get("promoted") else None
+        return cls(**data)
+
+
+def run_path(repo: Path) -> Path:
+    return Path(repo) / STATE_DIR / RUN_FILE
+
+
+def save_run(result: RunResult, repo: Path) -> Path:
+    path = run_path(repo)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    tmp.replace(path)
+    return path
+
+
+def load_run(repo: Path) -> RunResult | None:
+    path = run_path(repo)
+    return RunResult.from_dict(json.loads(path.read_text())) if path.exists() else None
+
+
+class _Session:
+    """One invocation of run: the store, the budget, and how a trial is executed and recorded."""
+
+    def __init__(self, repo: Path, contract: Contract, store: TrialStore, deadline: float | None,
+                 max_trials: int | None, on_event: EventSink):
+        self.repo = repo
+        self.contract = contract
+        self.store = store
+        self.deadline = deadline
+        self.max_trials = max_trials
+        self.on_event = on_event
+        self.started = 0
+        self.timeout_s: float | None = None
+
+    def budget_left(self) -> bool:
+        if self.max_trials is not None and self.started >= self.max_trials:
+            return False
+        return self.deadline is None or time.monotonic() < self.deadline
+
+    def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
+                reason: str = "", oom_as_constraint: bool = False) -> TrialResult:
+        trial = self.store.begin(candidate, kind)
+        candidate = self.store.candidate_of(trial)
+        trial.set_user_attr("reason", reason)
+        spec = TrialSpec(
+            repo=self.repo,
+            contract=self.contract,
+            candidate=candidate,
+            abort_step_time=abort_step_time,
+            timeout_s=self.timeout_s,
+            numerics_by_design=_numerics_by_design(candidate),
+        )
+        began = time.monotonic()
+        try:
+            with self.store.heartbeat(trial):
+                result = run_trial(spec)
+        except KeyboardInterrupt:
+            self.store.interrupted(trial, time.monotonic() - began)
+            raise
+        self.store.finish(trial, result, oom_as_constraint=oom_as_constraint)
+        if kind in ("baseline", "validation", "search"):
+            self.started += 1
+        step = f"{result.step_time * 1000:.1f} ms/step" if result.step_time else result.detail[:80]
+        self.on_event(Event(stage="run", kind="report", message=f"trial {trial.number} ({kind}): {result.status.value}, {step}",
+                            done=self.started, total=self.max_trials,
+                            data={"number": trial.number, "kind": kind, "status": result.status.value,
+                                  "candidate": candidate.to_dict(), "step_s": result.step_time, "wall_s": result.wall_s}))
+        return result
+
+
+def _numerics_by_design(candidate: Candidate) -> bool:
+    """bf16 or a patch declared to change numerics: judged against the looser, declared tolerance."""
+    by_patch = any(getattr(patch_library.REGISTRY.get(p), "numerics_by_design", False) for p in candidate.patches)
+    return by_patch or any(str(v) in ("bfloat16", "float16", "bf16", "fp16") for v in candidate.knobs.values())
+
+
+def _row(number: int, kind: str, result: TrialResult, planned_steps: int, reason: str = "") -> TrialRow:
+    return TrialRow(
+        number=number, kind=kind, status=result.status.value, candidate=result.candidate.to_dict(),
+        step_s=result.step_time, job_s=job_seconds(result, planned_steps), peak_bytes=result.peak_bytes,
+        wall_s=result.wall_s, detail=result.detail[-300:], reason=reason,
+    )
+
+
+def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) -> list[PatchCheck]:
+    """Each patch once, alone on the baseline: it must apply in scope, import and keep the loss."""
+    done = {tuple(s.result.candidate.patches): s.result for s in session.store.trials(("validation",))}
+    checks = []
+    for name in names:
+        result = done.get((name,))
+        if result is None:
+            if not session.budget_left():
+                break
+            cand = Candidate(knobs=dict(baseline.knobs), patches=(name,))
+            result = session.execute(cand, "validation", reason=f"validate patch {name}")
+        status = "validated" if result.ok else result.status.value
+        checks.append(PatchCheck(name=name, status=status, reason=result.detail[-300:], cost_s=result.wall_s))
+    return checks
+
+
+def _applicable_patches(repo: Path, contract: Contract, device: str) -> tuple[list[str], list[PatchCheck]]:
+    names, skipped = [], []
+    found = {name for name, _site in patch_library.find_sites(repo, contract)}
+    for name, patch in patch_library.REGISTRY.items():
+        if name not in found:
+            continue
+        if patch.gpu_only and device != "cuda":
+            skipped.append(PatchCheck(name=name, status="skipped", reason="GPU-only patch on a CPU run", cost_s=0.0))
+        else:
+            names.append(name)
+    return names, skipped
+
+
+def new_run_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def run(
+    repo: Path,
+    *,
+    trials: int | None = None,
+    minutes: float | None = None,
+    sampler: str = "infrarsi",
+    storage: str | None = None,
+    seed: int = 0,
+    bank_url: str | None = None,
+    use_bank: bool = True,
+    on_event: EventSink = ignore,
+) -> RunResult:
+    """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted."""
+    repo = Path(repo)
+    if sampler not in SAMPLERS:
+        return RunResult(status="error", message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
+    if trials is None and minutes is None:
+        trials = 20
+    contract = require_intact(repo)
+    doctor = load_doctor(repo)
+    if doctor is None:
+        return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
+    device = contract.memory.device
+    patch_names, skipped = _applicable_patches(repo, contract, device)
+    storage_url = storage or default_storage_url(repo)
+    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed,
+                           bank_url=bank_url, use_bank=use_bank)
+    store = TrialStore.open(contract, patch_names, storage_url=storage_url, sampler=context.optuna_sampler)
+    store.fail_stale()
+    result = RunResult(status="ok", message="", run_id=new_run_id(), sampler=sampler, storage_url=storage_url,
+                       study_name=store.study.study_name, started=dt.datetime.now().isoformat(timespec="seconds"),
+                       noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source)
+    deadline = time.monotonic() + minutes * 60 if minutes is not None else None
+    session = _Session(repo, contract, store, deadline, trials, on_event)
+    on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
+                   done=0, total=trials))
+    try:
+        _search(session, context, patch_names, result)
+        _verify(session, context, result)
+    except _Stop as stop:
+        result.status = "error"
+        result.message = str(stop)
+    except KeyboardInterrupt:
+        result.status = "interrupted"
+        result.message = "interrupted: every finished trial is kept in the study; run again to continue"
+    _summarize(session, context, result, skipped)
+    save_run(result, repo)
+    if result.status == "ok":
+        context.record_findings(result, store.history())
+    on_event(Event(stage="run", kind="end", message=result.message))
+    return result
+
+
+def _search(session: _Session, context, patch_names: list[str], result: RunResult) -> None:
+    contract = session.contract
+    baseline = context.baseline()
+    prior = session.store.trials(("baseline",))
+    base = prior[0].result if prior else session.execute(baseline, "baseline", reason="baseline")
+    if not base.ok:
+        raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
+    result.baseline = base.to_dict()
+    # Generous: a compiled candidate pays tens of seconds of start-up before its first step.
+    session.timeout_s = max(180.0, 6 * base.wall_s)
+    result.patch_checks = _validate_patches(session, baseline, patch_names)
+    validated = [c.name for c in result.patch_checks if c.status == "validated"]
+    space = SearchSpace.from_contract(contract, validated)
+    context.prepare(space)
+    while session.budget_left():
+        history = session.store.history()
+        incumbent = min((t.step_time for t in history if t.ok and t.step_time), default=None)
+        abort = incumbent * ABORT_FACTOR if incumbent else None
+        proposal = context.propose(history)
+        if proposal is None:
+            break
+        candidate, reason = proposal
+        session.execute(candidate, "search", abort_step_time=abort, reason=reason,
+                        oom_as_constraint=context.oom_as_constraint)
+
+
+class _Stop(Exception):
+    """The search cannot go on (the baseline fails); reported as the run's status, not raised to the user."""
+
+
+def _verify(session: _Session, context, result: RunResult) -> None:
+    history = session.store.history()
+    top = [c for c in context.top_candidates(history, VERIFY_TOP) if c.key() != context.baseline().key()]
+    if not top:
+        result.status = "no_promotion"
+        result.message = "no candidate measured faster than the baseline to verify"
+        return
+    runs = interleave(top, VERIFY_ROUNDS, lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
+                      context.baseline())
+    base_runs = runs[context.baseline().key()]
+    contract = session.contract
+    result.verdicts = [
+        judge(c, base_runs, runs[c.key()], planned_steps=contract.workload.planned_steps,
+              noise_floor=result.noise_floor, compare_steps=contract.loss.compare_steps)
+        for c in top
+    ]
+    result.promoted = best_promoted(result.verdicts)
+    if result.promoted:
+        lo = result.promoted.job_speedup[1]
+        result.message = f"promoted: {result.promoted.job_speedup[0]:.2f}x faster (95% CI low {lo:.2f}x)"
+    else:
+        result.status = "no_promotion"
+        result.message = "no candidate cleared the noise floor in re-verification"
+
+
+def _summarize(session: _Session, context, result: RunResult, skipped: list[PatchCheck]) -> None:
+    planned = session.contract.workload.planned_steps
+    stored = session.store.trials()
+    reasons = {t.number: t.user_attrs.get("reason", "") for t in session.store.study.get_trials(deepcopy=False)}
+    result.trials = [_row(s.number, s.kind, s.result, planned, reasons.get(s.number, "")) for s in stored]
+    result.patch_checks = [*result.patch_checks, *skipped]
+    result.spent_s = sum(s.result.wall_s for s in stored)
+    result.interrupted_s = session.store.interrupted_seconds()
+    history = [s.result for s in stored]
+    result.prior_checks = context.prior_checks(history)
+    result.memory_prices = context.memory_prices(history)

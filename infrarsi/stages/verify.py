@@ -1,0 +1,98 @@
+"""verify: re-check later that a promoted commit is still faster than its base, under the same contract.
+
+Base and REV are checked out in temporary worktrees (the user's tree is untouched) and run
+interleaved with their own defaults, which is what the commit changed. Usable in CI: the CLI
+exits non-zero when the recorded speedup no longer holds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import git
+
+from infrarsi import vcs
+from infrarsi.contract import STATE_DIR, require_intact
+from infrarsi.events import Event, EventSink, ignore
+from infrarsi.noise import speedup_interval
+from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.stages.doctor import load_doctor
+from infrarsi.verification import job_seconds
+
+RECORDED = re.compile(r"infrarsi: (?P<point>[0-9.]+)x faster training job \(95% CI (?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\)")
+
+
+@dataclass(kw_only=True, slots=True)
+class VerifyResult:
+    status: str
+    """holds | regressed | failed | error."""
+    message: str
+    base: str = ""
+    rev: str = ""
+    recorded: tuple[float, float, float] | None = None
+    """(point, low, high) from the commit message, when it is an InfraRSI commit."""
+    speedup: tuple[float, float, float] | None = None
+    noise_floor: float = 1.0
+    base_job_s: list[float] = field(default_factory=list)
+    rev_job_s: list[float] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def recorded_speedup(message: str) -> tuple[float, float, float] | None:
+    match = RECORDED.search(message)
+    return (float(match["point"]), float(match["low"]), float(match["high"])) if match else None
+
+
+def verify(repo: Path, rev: str, *, rounds: int = 3, on_event: EventSink = ignore) -> VerifyResult:
+    repo = Path(repo)
+    contract = require_intact(repo)
+    place = vcs.locate(repo)
+    if place is None:
+        return VerifyResult(status="error", message=f"{repo} is not in a git repository")
+    try:
+        commit = place.repo.commit(rev)
+    except (git.BadName, ValueError):
+        return VerifyResult(status="error", message=f"unknown revision {rev!r} in {place.root}")
+    base = contract.base_commit or (commit.parents[0].hexsha if commit.parents else "")
+    if not base:
+        return VerifyResult(status="error", message=f"{rev} has no parent and the contract records no base commit")
+    doctor = load_doctor(repo)
+    floor = doctor.noise.min_speedup if doctor else 1.0
+    result = VerifyResult(status="failed", message="", base=base, rev=commit.hexsha,
+                          recorded=recorded_speedup(commit.message), noise_floor=floor)
+    planned = contract.workload.planned_steps
+    log_root = repo / STATE_DIR / "verify"
+    runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
+    on_event(Event(stage="verify", kind="begin", message=f"{rounds} interleaved rounds of base and {rev}", done=0, total=2 * rounds))
+    with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
+        for r in range(rounds):
+            for arm, tree in (("base", base_tree), ("rev", rev_tree)):
+                # An empty candidate runs each tree with its own defaults: what the commit changed.
+                spec = TrialSpec(repo=tree, contract=contract, candidate=Candidate(), log_dir=log_root / f"{arm}-{r}")
+                out = run_trial(spec)
+                runs[arm].append(out)
+                on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}: {out.status.value}",
+                               done=len(runs["base"]) + len(runs["rev"]), total=2 * rounds))
+    result.statuses = [t.status.value for t in runs["base"] + runs["rev"]]
+    bad = [t for t in runs["base"] + runs["rev"] if not t.ok]
+    if bad:
+        result.message = f"a rerun ended {bad[0].status.value}: {bad[0].detail[-200:]}"
+        on_event(Event(stage="verify", kind="end", message=result.message))
+        return result
+    result.base_job_s = [job_seconds(t, planned) for t in runs["base"]]
+    result.rev_job_s = [job_seconds(t, planned) for t in runs["rev"]]
+    interval = speedup_interval(result.base_job_s, result.rev_job_s)
+    result.speedup = tuple(interval)
+    holds = interval.low > floor and (result.recorded is None or interval.high >= result.recorded[1])
+    result.status = "holds" if holds else "regressed"
+    said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
+    result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, 95% CI "
+                      f"[{interval.low:.2f}, {interval.high:.2f}] vs noise floor {floor:.3f}{said}")
+    on_event(Event(stage="verify", kind="end", message=result.message))
+    return result

@@ -1,0 +1,82 @@
+"""Roles from the catalog and the domains proposed for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from infrarsi.knobs.catalog import classify, domain, power_of_two_divisors
+from infrarsi.knobs.discover import RawKnob
+
+
+def knob(name, default, type_=None, help="", choices=()):
+    return RawKnob(name, type_ or type(default).__name__, default, choices=choices, help=help)
+
+
+def role(name, others=(), help="", default=1):
+    k = knob(name, default, help=help)
+    rule = classify(k, [name, *others])
+    return rule.role, rule.aspect
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("micro_batch_size", ("micro_batch", "")),
+        ("gradient_accumulation_steps", ("grad_accum", "")),
+        ("threads", ("threads", "")),
+        ("activation_checkpointing", ("activation_checkpointing", "")),
+        ("compile", ("compile", "")),
+        ("dtype", ("dtype", "")),
+        ("optimizer_impl", ("optimizer_impl", "")),
+        ("num_workers", ("dataloader_workers", "")),
+        ("bucket_cap_mb", ("ddp_bucket_mb", "")),
+        ("gradient_as_bucket_view", ("ddp_grad_as_bucket_view", "")),
+        ("static_graph", ("ddp_static_graph", "")),
+        ("max_iters", ("steps", "")),
+        ("block_size", ("workload", "seq_len")),
+        ("n_layer", ("workload", "model")),
+        ("n_expert", ("workload", "model")),
+        ("top_k", ("workload", "model")),
+        ("aux_loss_coef", ("workload", "model")),
+        ("learning_rate", ("workload", "optim")),
+        ("warmup_iters", ("workload", "optim")),
+        ("lr_decay_iters", ("workload", "optim")),
+        ("seed", ("workload", "seed")),
+        ("dataset", ("workload", "data")),
+        ("global_batch_size", ("workload", "global_batch")),
+        ("eval_interval", ("unknown", "")),
+        ("always_save_checkpoint", ("unknown", "")),
+    ],
+)
+def test_roles_by_name(name, expected):
+    assert role(name) == expected
+
+
+def test_batch_size_means_what_its_neighbours_and_help_say():
+    assert role("batch_size", ["micro_batch_size"]) == ("workload", "global_batch")
+    assert role("batch_size", ["gradient_accumulation_steps"]) == ("micro_batch", "")  # nanoGPT
+    assert role("batch_size") == ("workload", "global_batch")
+    assert role("batch_size", ["gradient_accumulation_steps"], help="global batch per step") == ("workload", "global_batch")
+    assert role("batch_size", help="per-device batch size") == ("micro_batch", "")
+    assert role("total_batch_size", help="total batch size, in number of tokens") == ("workload", "global_tokens")
+
+
+def test_domains():
+    assert power_of_two_divisors(24) == [1, 2, 4, 8]
+    values, _ = domain("micro_batch", knob("mbs", 4), global_batch=16, cpu_count=2)
+    assert values == [1, 2, 4, 8, 16]
+    values, _ = domain("grad_accum", knob("gas", 4), global_batch=32, cpu_count=2)
+    assert values == [1, 2, 4, 8, 16, 32]
+    assert domain("micro_batch", knob("mbs", 4), global_batch=None, cpu_count=2)[0] == []
+    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=2)[0] == [0, 1, 2]
+    assert domain("threads", knob("threads", 2), global_batch=16, cpu_count=4)[0] == [1, 2, 3, 4]
+    assert domain("compile", knob("compile", False), global_batch=16, cpu_count=2)[0] == [False, True]
+    assert domain("dtype", knob("dtype", "float32"), global_batch=16, cpu_count=2)[0] == ["float32", "bfloat16"]
+    impl = knob("optimizer_impl", "foreach", choices=("for-loop", "foreach", "fused"))
+    assert domain("optimizer_impl", impl, global_batch=16, cpu_count=2)[0] == ["for-loop", "foreach", "fused"]
+    assert domain("dataloader_workers", knob("w", 1), global_batch=16, cpu_count=2)[0] == [0, 1, 2, 4]
+    assert domain("ddp_bucket_mb", knob("b", 25), global_batch=16, cpu_count=2)[0] == [10, 25, 50, 100]
+    values, why = domain("workload", knob("lr", 1e-3), global_batch=16, cpu_count=2)
+    assert (values, why) == ([], "defines the workload")
+    values, why = domain("optimizer_impl", knob("optimizer_impl", "adamw"), global_batch=16, cpu_count=2)
+    assert values == [] and "without choices" in why

@@ -1,0 +1,96 @@
+import math
+
+import pytest
+
+from infrarsi.priors import BuiltinPriors, Prior, builtin_table
+from infrarsi.priors.builtin import PATCH_TABLE
+
+LIBRARY_PATCHES = ("sdpa_attention", "moe_batched_dispatch", "optimizer_foreach", "zero_grad_set_to_none",
+                   "activation_checkpointing", "compile_model", "ddp_no_sync", "tf32_matmul", "pinned_memory")
+
+
+def test_every_key_of_the_contract_has_a_sourced_prior(make_context, device):
+    context = make_context(device)
+    result = BuiltinPriors().priors(context)
+    assert result.ok and result.provider == "builtin"
+    for key in context.keys():
+        assert key in result.table, key
+        assert result.table.get(key).source
+
+
+def test_the_baseline_setting_has_zero_effect(make_context, device):
+    table = builtin_table(make_context(device))
+    for key in ("batch_size=16", "threads=2", "compile=False", "dtype=float32"):
+        assert table.get(key).time_log_mean == 0 and table.get(key).mem_log_mean == 0
+
+
+def test_bigger_micro_batches_are_faster_and_cost_memory(make_context, device):
+    table = builtin_table(make_context(device))
+    times = [table.get(f"batch_size={b}").time_log_mean for b in (1, 4, 16, 32)]
+    mems = [table.get(f"batch_size={b}").mem_log_mean for b in (1, 4, 16, 32)]
+    assert times == sorted(times, reverse=True) and mems == sorted(mems)
+    assert table.get("batch_size=1").time_log_sd > table.get("batch_size=4").time_log_sd
+
+
+def test_accumulation_defers_to_the_micro_batch_knob_when_there_is_one(make_context, contract_with, tunable):
+    coupled = builtin_table(make_context("cpu"))
+    assert abs(coupled.get("gradient_accumulation_steps=16").time_log_mean) < 0.01
+    alone = builtin_table(make_context("cpu", contract=contract_with(
+        [tunable("gradient_accumulation_steps", "grad_accum", "int", 1, [1, 16])])))
+    assert alone.get("gradient_accumulation_steps=16").time_log_mean > 0.1  # 16x smaller micro-batches
+    assert alone.get("gradient_accumulation_steps=16").mem_log_mean < 0
+
+
+def test_threads_help_up_to_the_cores_and_oversubscription_hurts(make_context):
+    table = builtin_table(make_context("cpu"))  # 2 cores
+    assert table.get("threads=1").time_log_mean == pytest.approx(math.log(1.77), abs=0.05)
+    assert table.get("threads=4").time_log_mean > 0.3
+
+
+def test_checkpointing_trades_time_for_memory(make_context, device):
+    prior = builtin_table(make_context(device)).get("checkpointing=True")
+    assert math.log(1.1) < prior.time_log_mean < math.log(1.4) and prior.mem_log_mean < -0.1
+
+
+def test_switching_a_default_on_knob_off_is_the_opposite_effect(make_context, contract_with, tunable):
+    context = make_context("cuda", contract=contract_with(
+        [tunable("checkpointing", "activation_checkpointing", "bool", True, [True, False])]))
+    prior = builtin_table(context).get("checkpointing=False")
+    assert prior.time_log_mean < 0 and prior.mem_log_mean > 0
+
+
+def test_cpu_and_cuda_hold_different_beliefs_where_they_differ(make_context):
+    cpu, cuda = builtin_table(make_context("cpu")), builtin_table(make_context("cuda"))
+    # compile: a start-up cost on both, a steady-state gain only on CUDA
+    assert cpu.get("compile=True").startup_s > 10 and cuda.get("compile=True").startup_s > 10
+    assert abs(cpu.get("compile=True").time_log_mean) < 0.05 < -cuda.get("compile=True").time_log_mean
+    # bf16: the common belief (faster) on CPU, with only moderate confidence, and the known
+    # miscalibration written down in the source so a reader sees why live data overrules it
+    bf16_cpu, bf16_cuda = cpu.get("dtype=bfloat16"), cuda.get("dtype=bfloat16")
+    assert bf16_cpu.time_log_mean < 0 and bf16_cpu.time_log_sd >= 0.25 and "20x slower" in bf16_cpu.source
+    assert bf16_cuda.time_log_mean < bf16_cpu.time_log_mean and bf16_cuda.time_log_sd < bf16_cpu.time_log_sd
+    assert cuda.get("optimizer=fused").time_log_mean < cpu.get("optimizer=fused").time_log_mean < 0
+    assert "cpu" in cpu.get("compile=True").source and "cuda" in cuda.get("compile=True").source
+
+
+def test_values_the_table_cannot_read_get_no_entry(make_context, contract_with, tunable):
+    context = make_context("cpu", contract=contract_with([tunable("dtype", "dtype", "str", "float32", ["int4"])]))
+    table = builtin_table(context)
+    assert "dtype=int4" not in table and table.get("dtype=int4").time_log_sd >= 1.0
+
+
+@pytest.mark.parametrize("name", LIBRARY_PATCHES)
+def test_every_library_patch_has_a_prior_on_both_devices(make_context, device, name):
+    assert name in PATCH_TABLE
+    prior = builtin_table(make_context(device, patches={name: None})).get(f"patch:{name}")
+    assert prior.source.startswith(f"builtin patch/{device}")
+
+
+def test_a_patch_the_table_does_not_know_keeps_its_declared_prior(make_context):
+    declared = Prior.from_factors("patch:fuse_rmsnorm", time_factor=0.9, mem_factor=1.0, confidence=0.4,
+                                  source="llm-proposed patch")
+    mine = Prior.from_factors("patch:sdpa_attention", time_factor=0.5, mem_factor=1.0, confidence=0.4, source="x")
+    table = builtin_table(make_context("cpu", patches={"fuse_rmsnorm": declared, "sdpa_attention": mine}))
+    assert table.get("patch:fuse_rmsnorm") == declared
+    assert table.get("patch:sdpa_attention").source.startswith("builtin")  # device-specific table wins
+    assert table.get("patch:ddp_no_sync").time_log_sd >= 1.0  # not offered: neutral

@@ -1,0 +1,92 @@
+"""Small repositories for the runner tests: one script from tests/test_data/runner/ as train.py,
+a locked helper module, and a contract built directly (init is not needed to run a trial)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import psutil
+import pytest
+
+from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256
+
+DATA = Path(__file__).parents[1] / "test_data" / "runner"
+ROOT = Path(__file__).parents[2]
+GIB = 2**30
+TOKENS = 4 * 8  # batch_size * block_size in every test script
+REFERENCE = [4.0 * 0.9**i for i in range(4)]
+
+
+def knobs() -> list[Knob]:
+    return [
+        Knob(name="max_iters", role="steps", type="int", default=10, flag="--max_iters"),
+        Knob(name="batch_size", role="workload", type="int", default=4, flag="--batch_size"),
+        Knob(name="step_s", role="unknown", type="float", default=0.02, flag="--step_s"),
+        Knob(name="loss_shift", role="unknown", type="float", default=0.0, flag="--loss_shift"),
+        Knob(name="alloc_mb", role="unknown", type="int", default=0, flag="--alloc_mb"),
+        Knob(name="in_child", role="unknown", type="bool", default=False, flag="--in_child", flag_style="store_true"),
+    ]
+
+
+def make_contract(repo: Path, *, budget_bytes: int = 4 * GIB, knob_list: list[Knob] | None = None) -> Contract:
+    return Contract(
+        workload=Workload(
+            entry="train.py",
+            command=["python", "train.py"],
+            tokens_per_step=TOKENS,
+            seq_len=8,
+            global_batch=4,
+            seed=0,
+            warmup_steps=2,
+            measured_steps=4,
+            planned_steps=1000,
+        ),
+        # Log lines print losses to 4 decimals, hence a tolerance above 1e-4.
+        loss=LossInvariant(compare_steps=4, tolerance=1e-3, numerics_tolerance=0.05, reference=list(REFERENCE)),
+        memory=MemoryBudget(budget_bytes=budget_bytes),
+        scope=Scope(editable=["train.py"], locked={"helpers.py": file_sha256(repo / "helpers.py")}),
+        knobs=knob_list if knob_list is not None else knobs(),
+    )
+
+
+@pytest.fixture
+def make_repo(tmp_path):
+    """make_repo(script) -> (repo, contract): the script as repo/train.py."""
+
+    def make(script: str, **contract_args) -> tuple[Path, Contract]:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        shutil.copy(DATA / script, repo / "train.py")
+        (repo / "helpers.py").write_text("SCALE = 1.0\n")
+        (repo / "data").mkdir()
+        (repo / "data" / "tokens.bin").write_bytes(bytes(range(256)) * 16)
+        return repo, make_contract(repo, **contract_args)
+
+    return make
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over every path and byte under ``root`` except InfraRSI's own state directory."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if ".infrarsi" not in p.relative_to(root).parts):
+        digest.update(path.relative_to(root).as_posix().encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """Every runner test must leave no process of its own running."""
+    yield
+    survivors = [p for p in psutil.Process().children(recursive=True) if alive(p.pid)]
+    assert not survivors, f"processes left behind: {[(p.pid, p.cmdline()) for p in survivors]}"

@@ -1,0 +1,59 @@
+import math
+
+from infrarsi.runner import abort, checks
+from infrarsi.runner.measure import Step
+from infrarsi.runner.result import Candidate
+
+from .conftest import REFERENCE, make_contract
+
+
+def steps(losses, tokens=32):
+    return [Step(index=i, dt=0.1, loss=x, tokens=tokens) for i, x in enumerate(losses)]
+
+
+def contract(tmp_path):
+    (tmp_path / "helpers.py").write_text("")
+    return make_contract(tmp_path)
+
+
+def test_loss_within_tolerance_passes_and_outside_fails(tmp_path):
+    loss = contract(tmp_path).loss
+    assert checks.loss_problem(steps([x + 5e-4 for x in REFERENCE]), loss, compare=True, by_design=False) is None
+    problem = checks.loss_problem(steps([x + 0.01 for x in REFERENCE]), loss, compare=True, by_design=False)
+    assert "step 0" in problem and "tolerance" in problem
+    # The declared numerics tolerance admits it; no comparison at all admits anything finite.
+    assert checks.loss_problem(steps([x + 0.01 for x in REFERENCE]), loss, compare=True, by_design=True) is None
+    assert checks.loss_problem(steps([99.0]), loss, compare=False, by_design=False) is None
+
+
+def test_nan_and_inf_fail_even_without_a_reference(tmp_path):
+    loss = contract(tmp_path).loss
+    assert "nan" in checks.loss_problem(steps([4.0, math.nan]), loss, compare=False, by_design=False)
+    assert "inf" in checks.loss_problem(steps([math.inf]), loss, compare=False, by_design=True)
+
+
+def test_tokens_must_match_on_every_step():
+    assert checks.tokens_problem(steps([1.0, 1.0]), 32) is None
+    assert checks.tokens_problem(steps([1.0], tokens=None), 32) is None
+    assert "64 tokens" in checks.tokens_problem(steps([1.0], tokens=64), 32)
+
+
+def test_candidate_may_not_touch_the_workload_or_invent_knobs(tmp_path):
+    c = contract(tmp_path)
+    assert checks.candidate_problem(c, Candidate(knobs={"step_s": 0.1, "batch_size": 4})) is None
+    assert "workload" in checks.candidate_problem(c, Candidate(knobs={"batch_size": 8}))
+    assert "does not define" in checks.candidate_problem(c, Candidate(knobs={"nope": 1}))
+
+
+def test_abort_needs_three_measured_steps_clearly_above_the_bound():
+    assert not abort.clearly_slower([5.0, 5.0], 1.0)
+    assert not abort.clearly_slower([1.05, 1.08, 1.02], 1.0)
+    assert not abort.clearly_slower([1.0, 9.0, 1.0], 1.0)  # one outlier is not a trend
+    assert abort.clearly_slower([1.2, 1.3, 1.25], 1.0)
+    assert not abort.clearly_slower([9.0, 9.0, 9.0], None)
+
+
+def test_memory_errors_are_recognised():
+    assert checks.memory_error("RuntimeError: [enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory")
+    assert checks.memory_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert not checks.memory_error("RuntimeError: shape mismatch")

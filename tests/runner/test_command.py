@@ -1,0 +1,47 @@
+import sys
+
+from infrarsi.contract import Knob
+from infrarsi.runner.command import build_argv, resolve_launcher, source_knobs, trial_knob_values
+
+from .conftest import knobs, make_contract
+
+
+def contract_for(tmp_path, command, args=None, extra=()):
+    (tmp_path / "helpers.py").write_text("")
+    contract = make_contract(tmp_path, knob_list=[*knobs(), *extra])
+    contract.workload.command = command
+    contract.workload.args = args or {}
+    return contract
+
+
+def test_python_and_torchrun_run_with_our_interpreter():
+    assert resolve_launcher(["python", "train.py"]) == [sys.executable, "train.py"]
+    assert resolve_launcher(["torchrun", "--nproc_per_node=2", "train.py"]) == [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "train.py"]
+    assert resolve_launcher(["/opt/bin/run.sh", "x"]) == ["/opt/bin/run.sh", "x"]
+
+
+def test_steps_fixed_args_and_knobs_in_order(tmp_path):
+    contract = contract_for(tmp_path, ["python", "train.py"], args={"eval_interval": 0, "max_iters": 99})
+    values = trial_knob_values(contract, {"step_s": 0.5, "in_child": True, "max_iters": 3}, steps=7)
+    argv = build_argv(contract, values)
+    # The step count wins over the candidate and the fixed args; store_true renders bare.
+    assert argv == [sys.executable, "train.py", "--eval_interval=0", "--step_s=0.5", "--in_child", "--max_iters=7"]
+
+
+def test_launcher_knob_goes_before_the_script_and_replaces_the_default(tmp_path):
+    nproc = Knob(name="nproc", role="nproc_per_node", type="int", default=1, flag="--nproc_per_node")
+    contract = contract_for(tmp_path, ["torchrun", "--nproc_per_node", "1", "train.py"], extra=[nproc])
+    argv = build_argv(contract, {"nproc": 2, "step_s": 0.1})
+    assert argv == [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "train.py", "--step_s=0.1"]
+
+
+def test_flagless_knobs_are_grouped_by_their_defining_file(tmp_path):
+    extra = [
+        Knob(name="lr", role="unknown", type="float", default=1e-3, flag="", source="config.py:12"),
+        Knob(name="warm", role="unknown", type="int", default=0, flag=""),
+    ]
+    contract = contract_for(tmp_path, ["python", "train.py"], extra=extra)
+    values = {"lr": 2e-3, "warm": 5, "step_s": 0.1}
+    assert source_knobs(contract, values) == {"config.py": {"lr": 2e-3}, "train.py": {"warm": 5}}
+    assert "--lr=0.002" not in build_argv(contract, values)

@@ -1,0 +1,72 @@
+"""The memory budget covers the whole process tree and is enforced by a kill."""
+
+import shutil
+
+import pytest
+
+from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256
+from infrarsi.runner.result import Candidate, TrialStatus
+from infrarsi.runner.trial import TrialSpec, run_trial
+
+from .conftest import ROOT, tree_digest
+
+pytestmark = pytest.mark.e2e
+MB = 2**20
+
+
+def run(repo, contract, knobs, **spec_args):
+    before = tree_digest(repo)
+    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs=knobs), **spec_args))
+    assert tree_digest(repo) == before
+    return result
+
+
+@pytest.mark.parametrize("in_child", [False, True], ids=["in-process", "in-a-child"])
+def test_over_budget_is_killed_as_oom_with_the_level_seen(make_repo, in_child):
+    repo, contract = make_repo("allocates.py", budget_bytes=300 * MB)
+    # 100 MB a step in the script, or 500 MB at once in a child process.
+    result = run(repo, contract, {"alloc_mb": 50 if in_child else 100, "in_child": in_child}, steps=10)
+    assert result.status is TrialStatus.OOM, result.detail
+    level = int(result.detail.split("(")[1].split(" bytes")[0])
+    assert level > 300 * MB and result.peak_bytes >= level
+    assert "above the budget of 0.29 GiB" in result.detail
+    assert len(result.losses) < 10
+
+
+def test_the_same_job_under_budget_is_ok(make_repo):
+    repo, contract = make_repo("allocates.py", budget_bytes=300 * MB)
+    result = run(repo, contract, {"alloc_mb": 20}, steps=6)
+    assert result.status is TrialStatus.OK, result.detail
+    assert 120 * MB < result.peak_bytes < 300 * MB
+
+
+def dense_gpt_contract(repo, budget_bytes):
+    locked = {name: file_sha256(repo / name) for name in ("data.py", "model.py")}
+    return Contract(
+        workload=Workload(entry="train.py", command=["python", "train.py"], tokens_per_step=16 * 256,
+                          args={"n_layer": 2, "n_embd": 64, "vocab_size": 256},
+                          seq_len=256, global_batch=16, seed=1337, warmup_steps=0, measured_steps=1,
+                          planned_steps=200),
+        loss=LossInvariant(compare_steps=1, tolerance=1e-5, numerics_tolerance=1e-3),
+        memory=MemoryBudget(budget_bytes=budget_bytes),
+        scope=Scope(editable=["train.py"], locked=locked),
+        knobs=[
+            Knob(name="max_iters", role="steps", type="int", default=200, flag="--max_iters"),
+            Knob(name="micro_batch_size", role="micro_batch", type="int", default=4, flag="--micro_batch_size",
+                 domain=[1, 2, 4, 8, 16], tunable=True),
+        ],
+    )
+
+
+def test_a_large_micro_batch_exceeds_a_budget_a_small_one_fits(tmp_path):
+    """fixtures/dense_gpt (2 layers, d 64, batch 16, T 256) peaks near 510 MB at micro-batch 16
+    and 360 MB at 1 (measured with /usr/bin/time)."""
+    repo = tmp_path / "dense_gpt"
+    shutil.copytree(ROOT / "fixtures" / "dense_gpt", repo, ignore=shutil.ignore_patterns("__pycache__"))
+    contract = dense_gpt_contract(repo, budget_bytes=440 * MB)
+    large = run(repo, contract, {"micro_batch_size": 16}, timeout_s=240)
+    assert large.status is TrialStatus.OOM, large.detail
+    assert large.losses == []
+    small = run(repo, contract, {"micro_batch_size": 1}, timeout_s=240)
+    assert small.status is TrialStatus.OK, small.detail
+    assert small.peak_bytes < 440 * MB and small.tokens_per_step == 16 * 256

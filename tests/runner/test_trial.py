@@ -1,0 +1,146 @@
+"""Every status from a real run of a real process; the user's tree untouched after each."""
+
+import re
+import time
+
+import pytest
+
+from infrarsi.runner.result import Candidate, TrialStatus
+from infrarsi.runner.trial import TrialSpec, run_trial
+
+from .conftest import REFERENCE, TOKENS, alive, tree_digest
+
+pytestmark = pytest.mark.e2e
+
+
+def trial(repo, contract, knobs=None, **spec_args):
+    before = tree_digest(repo)
+    events = []
+    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs=knobs or {}),
+                                 on_event=events.append, **spec_args))
+    assert tree_digest(repo) == before, "the trial changed the user's tree"
+    assert events[0].kind == "begin" and events[-1].kind == "end"
+    assert events[-1].data["status"] == result.status.value
+    assert result.wall_s > 0
+    return result, events
+
+
+def test_ok_measures_every_step_and_leaves_logs_under_the_state_dir(make_repo):
+    repo, contract = make_repo("good.py")
+    result, events = trial(repo, contract, {"step_s": 0.05})
+    assert result.status is TrialStatus.OK, result.detail
+    assert len(result.warmup_times) == 2 and len(result.step_times) == 4
+    # The knob reached the script: every step sleeps its 50 ms.
+    assert all(0.05 <= t < 0.5 for t in result.step_times)
+    assert result.losses == pytest.approx([4.0 * 0.9**i for i in range(6)])
+    assert result.tokens_per_step == TOKENS
+    assert result.phases["forward"] >= 0.05
+    assert result.model_facts["params"] == 1000
+    assert 0 < result.startup_s < result.wall_s
+    assert 10 * 2**20 < result.peak_bytes < 2 * 2**30
+    assert ".infrarsi/trials/" in result.log_path and result.probe_path.endswith("probe.jsonl")
+    assert "iter 5: loss" in open(result.log_path).read()
+    assert "--max_iters=6" in open(result.log_path.replace("output.log", "command.txt")).read()
+    assert [e.data["step"] for e in events if e.kind == "report"] == list(range(6))
+    assert result.hunks == []
+
+
+def test_steps_override_and_log_dir(make_repo, tmp_path):
+    repo, contract = make_repo("good.py")
+    result, _ = trial(repo, contract, steps=3, log_dir=tmp_path / "logs")
+    assert result.status is TrialStatus.OK, result.detail
+    assert len(result.losses) == 3 and len(result.step_times) == 1
+    assert result.log_path == str(tmp_path / "logs" / "output.log")
+
+
+def test_log_lines_stand_in_for_the_probe(make_repo):
+    repo, contract = make_repo("log_only.py")
+    result, _ = trial(repo, contract)
+    assert result.status is TrialStatus.OK, result.detail
+    assert len(result.step_times) == 4 and all(0.03 <= t < 0.5 for t in result.step_times)
+    assert result.losses[:4] == pytest.approx(REFERENCE, abs=1e-4)
+    assert result.tokens_per_step is None
+
+
+def test_crash_reports_the_error_lines(make_repo):
+    repo, contract = make_repo("raises.py")
+    result, _ = trial(repo, contract)
+    assert result.status is TrialStatus.CRASH
+    assert "exit code 1" in result.detail
+    assert "RuntimeError: shape mismatch in attention: 8 vs 16" in result.detail
+    assert len(result.losses) == 2
+
+
+def test_nan_loss_is_numerics_and_stops_the_run(make_repo):
+    repo, contract = make_repo("goes_nan.py")
+    result, _ = trial(repo, contract, check_loss=False)
+    assert result.status is TrialStatus.NUMERICS
+    assert "loss is nan at step 3" in result.detail
+
+
+def test_loss_off_the_reference_is_numerics_unless_declared_by_design(make_repo):
+    repo, contract = make_repo("good.py")
+    result, _ = trial(repo, contract, {"loss_shift": 0.01})
+    assert result.status is TrialStatus.NUMERICS
+    assert re.search(r"step 0 is 0\.01 off the reference", result.detail), result.detail
+    by_design, _ = trial(repo, contract, {"loss_shift": 0.01}, numerics_by_design=True)
+    assert by_design.status is TrialStatus.OK, by_design.detail
+    unchecked, _ = trial(repo, contract, {"loss_shift": 1.0}, check_loss=False)
+    assert unchecked.status is TrialStatus.OK
+
+
+def test_other_tokens_per_step_break_the_contract(make_repo):
+    repo, contract = make_repo("double_tokens.py")
+    result, _ = trial(repo, contract)
+    assert result.status is TrialStatus.CONTRACT
+    assert result.tokens_per_step == 2 * TOKENS
+    assert f"{2 * TOKENS} tokens" in result.detail
+
+
+def test_a_changed_locked_file_or_workload_knob_is_refused_before_running(make_repo):
+    repo, contract = make_repo("good.py")
+    result, _ = trial(repo, contract, {"batch_size": 8})
+    assert result.status is TrialStatus.CONTRACT and "workload" in result.detail
+    assert result.losses == []
+    (repo / "helpers.py").write_text("SCALE = 2.0\n")
+    result, _ = trial(repo, contract)
+    assert result.status is TrialStatus.CONTRACT
+    assert "locked file helpers.py is changed since init" in result.detail
+    assert result.losses == []
+
+
+def test_clearly_slower_runs_are_aborted_early(make_repo):
+    repo, contract = make_repo("good.py")
+    started = time.perf_counter()
+    result, _ = trial(repo, contract, {"step_s": 0.3}, steps=30, abort_step_time=0.1)
+    assert result.status is TrialStatus.ABORTED_SLOW, result.detail
+    # Two warm-up steps, then three measured ones are enough to be sure.
+    assert len(result.step_times) == 3 and len(result.losses) == 5
+    assert time.perf_counter() - started < 30 * 0.3
+    same_speed, _ = trial(repo, contract, {"step_s": 0.05}, abort_step_time=0.2)
+    assert same_speed.status is TrialStatus.OK, same_speed.detail
+
+
+def test_timeout_kills_the_whole_tree(make_repo):
+    repo, contract = make_repo("hangs.py")
+    result, _ = trial(repo, contract, timeout_s=2.0)
+    assert result.status is TrialStatus.TIMEOUT
+    assert "still running after 2 s (1 of 6 steps reported)" in result.detail
+    assert 2.0 <= result.wall_s < 10
+    helper = int(re.search(r"helper pid (\d+)", open(result.log_path).read())[1])
+    assert not alive(helper), "the helper in its own session survived"
+
+
+def test_flagless_knob_is_written_into_the_copy(make_repo):
+    from infrarsi.contract import Knob
+
+    from .conftest import knobs, make_contract
+
+    repo, _ = make_repo("good.py")
+    source_knob = Knob(name="step_s", role="unknown", type="float", default=0.02, flag="")
+    contract = make_contract(repo, knob_list=[k for k in knobs() if k.name != "step_s"] + [source_knob])
+    result, _ = trial(repo, contract, {"step_s": 0.06})
+    assert result.status is TrialStatus.OK, result.detail
+    assert all(t >= 0.06 for t in result.step_times)
+    assert [h.path for h in result.hunks] == ["train.py"]
+    assert "default=0.06" in result.hunks[0].text

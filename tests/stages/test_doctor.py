@@ -1,0 +1,160 @@
+"""doctor on a real small GPT (fixtures/dense_gpt), and the report's arithmetic on given runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infrarsi.cli import main
+from infrarsi.contract import (
+    Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, load_contract, save_contract,
+)
+from infrarsi.hardware import PeakFlops, fingerprint
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.stages.doctor import (
+    PHASE_TOLERANCE, DoctorError, load_doctor, summarize, with_measured_workload,
+)
+
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
+GIB = 2**30
+# A tiny configuration of the fixture so that a run takes seconds: 8 sequences of 64 tokens.
+SMALL = {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 256, "block_size": 64, "batch_size": 8}
+
+
+def dense_gpt_contract(repo: Path, *, warmup: int = 1, measured: int = 4) -> Contract:
+    return Contract(
+        workload=Workload(
+            entry="train.py", command=["python", "train.py"], args=dict(SMALL),
+            tokens_per_step=8 * 64, seq_len=64, global_batch=8, seed=1337,
+            warmup_steps=warmup, measured_steps=measured, planned_steps=1000,
+        ),
+        loss=LossInvariant(compare_steps=warmup + measured, tolerance=0.0, numerics_tolerance=0.0),
+        memory=MemoryBudget(budget_bytes=4 * GIB),
+        scope=Scope(editable=["model.py"],
+                    locked={p: file_sha256(repo / p) for p in ("train.py", "data.py")}),
+        knobs=[
+            Knob(name="max_iters", role="steps", type="int", default=200, flag="--max_iters"),
+            Knob(name="batch_size", role="workload", type="int", default=8, flag="--batch_size"),
+            Knob(name="micro_batch_size", role="micro_batch", type="int", default=4, flag="--micro_batch_size",
+                 domain=[1, 2, 4, 8], tunable=True),
+            Knob(name="threads", role="threads", type="int", default=0, flag="--threads", domain=[1, 2],
+                 tunable=True),
+            Knob(name="dtype", role="dtype", type="str", default="float32", flag="--dtype"),
+        ],
+    )
+
+
+@pytest.fixture
+def dense_gpt(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFRARSI_CACHE_DIR", str(tmp_path / "cache"))
+    repo = tmp_path / "dense_gpt"
+    shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    save_contract(dense_gpt_contract(repo), repo)
+    return repo
+
+
+@pytest.mark.e2e
+def test_doctor_measures_the_dense_gpt_baseline_and_prints_where_the_time_goes(dense_gpt, capsys):
+    assert main(["doctor", str(dense_gpt), "--repeats", "2"]) == 0
+    printed = capsys.readouterr().out
+    for words in ("Where the time goes", "forward", "backward", "MFU", "peak memory", "noise floor"):
+        assert words in printed, (words, printed)
+
+    report = load_doctor(dense_gpt)
+    assert report.repeats == 2 and all(len(r.step_times) == 4 for r in report.runs)
+    # Noise: two runs give a run-to-run CV and a floor no lower than the documented minimum.
+    assert report.noise.runs == 2 and report.noise.min_speedup >= 1.01
+    assert 0 < report.noise.step_s < 5
+    # Phases: the fixture times data, forward, backward and optimizer; they must explain the step.
+    assert set(report.phases.phases) == {"data", "forward", "backward", "optimizer"}
+    assert abs(1 - report.phases.coverage) <= PHASE_TOLERANCE and report.phases.covered
+    # Memory: the watchdog's peak RSS of a torch process is hundreds of MB, under the budget.
+    assert 100e6 < report.memory.peak_bytes < report.memory.budget_bytes
+    # MFU: FLOPs from the probe's model facts against the measured fp32 matmul peak.
+    eff = report.efficiency
+    assert eff.peak.method == "measured" and eff.peak.dtype == "fp32" and eff.peak.value > 1e9
+    assert 0 < eff.mfu < 1.5
+    assert eff.tokens_per_s == pytest.approx(8 * 64 / report.noise.step_s)
+    # Losses: the reassociation run split the batch differently, and the tolerance covers it.
+    assert report.reorder is not None and report.reorder.status == "ok"
+    assert report.reorder.knobs in ({"micro_batch_size": 8}, {"micro_batch_size": 2})
+    assert report.losses.tolerance >= 10 * report.reorder.max_deviation
+    assert report.losses.reference[-1] < report.losses.reference[0]  # the fixture learns
+
+    contract = load_contract(dense_gpt)  # the hash was recomputed: this would raise otherwise
+    assert contract.loss.reference == pytest.approx(report.losses.reference[:5])
+    assert contract.loss.tolerance == report.losses.tolerance
+    assert contract.digest() == report.contract_hash
+    assert (dense_gpt / ".infrarsi" / "doctor" / "baseline-1" / "output.log").exists()
+
+
+@pytest.mark.e2e
+def test_doctor_json_output_and_a_failing_baseline(dense_gpt, capsys):
+    (dense_gpt / "model.py").write_text("raise SystemExit('broken model')\n")
+    assert main(["doctor", str(dense_gpt), "--repeats", "2", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "baseline run 1 ended crash" in captured.err and "broken model" in captured.err
+    assert load_doctor(dense_gpt) is None
+
+
+def test_load_doctor_refuses_an_unreadable_report(tmp_path):
+    (tmp_path / ".infrarsi").mkdir()
+    (tmp_path / ".infrarsi" / "doctor.json").write_text("{not json")
+    with pytest.raises(DoctorError, match="not valid JSON"):
+        load_doctor(tmp_path)
+
+
+def _run(step_times, phases, losses, peak=500_000_000, facts=None):
+    return TrialResult(status=TrialStatus.OK, candidate=Candidate(), step_times=step_times, losses=losses,
+                       tokens_per_step=512, peak_bytes=peak, startup_s=3.0, phases=phases,
+                       model_facts=facts or {})
+
+
+def test_summarize_splits_the_step_and_flags_uncovered_time(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path), warmup=1, measured=3)
+    losses = [5.0, 4.5, 4.0, 3.8]
+    runs = [_run([1.0, 1.0, 1.0], {"forward": 0.3, "backward": 0.3}, losses),
+            _run([1.1, 1.1, 1.1], {"forward": 0.3, "backward": 0.3}, losses)]
+    report = summarize(contract, runs, {}, None, fingerprint(), None, 1)
+    assert report.phases.step_s == pytest.approx(1.05)
+    assert report.phases.other_s == pytest.approx(0.45)
+    assert not report.phases.covered
+    assert any("cover 57%" in w for w in report.warnings)
+    assert report.efficiency.mfu is None and report.efficiency.flops_per_token is None
+    assert list(report.phases.shares())[0] == "other"
+
+
+def test_summarize_computes_mfu_from_model_facts_and_the_peak(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path), warmup=1, measured=3)
+    facts = {"params": 1000, "active_params": 1000, "layers": 1, "heads": 1, "head_dim": 4, "seq_len": 8}
+    phases = {"data": 0.1, "forward": 0.4, "backward": 0.45}
+    runs = [_run([1.0, 1.0, 1.0], phases, [5.0, 4.0, 3.0, 2.0], facts=facts) for _ in range(2)]
+    peak = PeakFlops(value=1e6, source="test", device="cpu", dtype="fp32", method="measured", threads=2)
+    report = summarize(contract, runs, {}, None, fingerprint(), peak, 1)
+    fpt = 6 * 1000 + 12 * 1 * 1 * 4 * 8
+    assert report.efficiency.flops_per_token == fpt
+    assert report.efficiency.mfu == pytest.approx(512 * fpt / 1e6)
+    assert report.phases.covered and report.efficiency.projected_job_s == pytest.approx(3.0 + 1000 * 1.0)
+    round_trip = type(report).from_dict(json.loads(json.dumps(report.to_dict())))
+    assert round_trip == report
+
+
+def test_unknown_tokens_per_step_are_learned_from_the_baseline(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path))
+    contract.workload.tokens_per_step = contract.workload.seq_len = contract.workload.global_batch = 0
+    facts = {"params": 1000, "layers": 1, "heads": 1, "head_dim": 4, "seq_len": 64}
+    runs = [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts) for _ in range(2)]
+    learned = with_measured_workload(contract, runs)
+    assert (learned.workload.tokens_per_step, learned.workload.seq_len, learned.workload.global_batch) == (512, 64, 8)
+    runs[1].tokens_per_step = 256
+    with pytest.raises(DoctorError, match="consistently"):
+        with_measured_workload(contract, runs)
+
+
+def _locked_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    return repo

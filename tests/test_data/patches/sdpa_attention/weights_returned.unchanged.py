@@ -1,0 +1,21 @@
+"""The attention weights are returned for visualisation; SDPA never materialises them."""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class VisibleAttention(nn.Module):
+    def __init__(self, block_size=64):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        return y, att

@@ -1,0 +1,29 @@
+"""Holds --alloc_mb more resident memory at every step, in a child process when --in_child is set
+(the budget covers the whole process tree)."""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from infrarsi import probe
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--max_iters", type=int, default=10)
+parser.add_argument("--batch_size", type=int, default=4)
+parser.add_argument("--block_size", type=int, default=8)
+parser.add_argument("--alloc_mb", type=int, default=0)
+parser.add_argument("--in_child", action="store_true")
+args = parser.parse_args()
+
+if args.in_child:
+    code = f"import time; b = b\"x\" * ({args.alloc_mb} * 10 * 2**20); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+held = []
+for it in range(args.max_iters):
+    if not args.in_child:
+        # Written, not just reserved: untouched pages would not count as resident.
+        held.append(os.urandom(1) * (args.alloc_mb * 2**20))
+    time.sleep(0.1)
+    probe.step(loss=4.0 * 0.9**it, tokens=args.batch_size * args.block_size)

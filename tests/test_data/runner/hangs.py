@@ -1,0 +1,20 @@
+"""Reports one step, then hangs, with a helper process in a session of its own (as torchrun's
+workers are), so only a walk of the whole tree can find it."""
+
+import argparse
+import subprocess
+import sys
+import time
+
+from infrarsi import probe
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--max_iters", type=int, default=10)
+parser.add_argument("--batch_size", type=int, default=4)
+parser.add_argument("--block_size", type=int, default=8)
+args = parser.parse_args()
+
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+print(f"helper pid {helper.pid}", flush=True)
+probe.step(loss=4.0, tokens=args.batch_size * args.block_size)
+time.sleep(600)
