@@ -138,8 +138,24 @@ def peak_memory() -> tuple[int, str]:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         return int(torch.cuda.max_memory_allocated()), "cuda"
+    return _peak_rss(), "cpu"
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory in bytes.
+
+    VmHWM first: ru_maxrss survives exec, so a child started by a large parent (vfork shares the
+    parent's memory until exec) reports the parent's peak. VmHWM belongs to the new image only.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     # Linux reports ru_maxrss in KiB.
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "cpu"
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def _write_exit() -> None:

@@ -8,7 +8,7 @@ import pytest
 from infrarsi import noise
 
 
-def _coverage(ratio, n_base, n_cand, sigma_base, sigma_cand, confidence, reps=3000, seed=0):
+def _coverage(ratio, n_base, n_cand, sigma_base, sigma_cand, confidence, reps=2000, seed=0):
     rng = np.random.default_rng(seed)
     hits = 0
     for _ in range(reps):

@@ -36,7 +36,7 @@ class EffectRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("bank_runs.id", ondelete="CASCADE"), index=True)
-    key: Mapped[str] = mapped_column(String(256), index=True)
+    key: Mapped[str] = mapped_column(String(512), index=True)
     """Setting key (``knob=value``) or ``patch:name``."""
     role: Mapped[str] = mapped_column(String(64))
     """The knob's role, or ``patch``."""

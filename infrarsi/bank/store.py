@@ -173,7 +173,7 @@ def _pool(rows: Sequence[EffectRow], mean: str, sd: str) -> tuple[float, float] 
         return None
     weights = [1.0 / s**2 for _, s in pairs]
     total = sum(weights)
-    return sum(w * m for w, (m, _) in zip(weights, pairs)) / total, max(total**-0.5, MIN_SD)
+    return sum(w * m for w, (m, _) in zip(weights, pairs, strict=True)) / total, max(total**-0.5, MIN_SD)
 
 
 def _clip(mean: float, sd: float) -> tuple[float, float]:
@@ -253,7 +253,8 @@ class ExperienceBank:
             unique.setdefault(seed.candidate.key(), seed)
         return list(unique.values())[:k]
 
-    def verdicts(self, signature: WorkloadSignature, hardware_id: str) -> dict[str, list[tuple[PatchFinding, float, bool]]]:
+    def verdicts(self, signature: WorkloadSignature,
+                 hardware_id: str) -> dict[str, list[tuple[PatchFinding, float, bool]]]:
         """Past verdicts per patch on alike workloads: (finding, similarity, same hardware), closest first."""
         out: dict[str, list[tuple[PatchFinding, float, bool]]] = defaultdict(list)
         for run, sim in self._runs(signature, RunRow.verdicts):

@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module defines `add_parser(subparsers)`, which registers its command and sets `func`.
-COMMANDS = ("init", "trial", "doctor")
+COMMANDS = ("init", "trial", "doctor", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

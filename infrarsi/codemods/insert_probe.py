@@ -195,3 +195,11 @@ def probe_diff(source: str, path: str, *, distributed: bool = False) -> tuple[Pr
         source.splitlines(keepends=True), edit.code.splitlines(keepends=True), f"a/{path}", f"b/{path}"
     )
     return edit, "".join(diff)
+
+
+def training_loop(module: cst.Module) -> cst.For | cst.While | None:
+    """The loop the probe goes into (innermost loop calling ``.backward()`` and an optimizer
+    step), or None; the editor marks it with the measured step times."""
+    candidates = [loop for loop in _loops(module) if _contains(loop, _is_backward) and _contains(loop, _is_optimizer_step)]
+    innermost = [c for c in candidates if not any(o is not c and o in _loops(c) for o in candidates)]
+    return innermost[0] if innermost else None

@@ -98,4 +98,5 @@ class ActivationCheckpointing(Patch):
         "cpu": PriorEffect(time_factor=1.18, memory_factor=0.89, confidence=0.7),
         "cuda": PriorEffect(time_factor=1.3, memory_factor=0.6, confidence=0.5),
     }
+    needles = ("for ",)
     codemod = CheckpointCodemod

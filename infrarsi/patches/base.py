@@ -123,9 +123,13 @@ class Patch:
     """The contract role of that knob; a script whose contract already has one is left alone."""
     prior: ClassVar[dict[str, PriorEffect]]
     codemod: ClassVar[type[PatchCodemod]]
+    needles: ClassVar[tuple[str, ...]] = ()
+    """Text a source must contain for the patch to possibly apply: spares parsing the others."""
 
     def transform(self, path: str, source: str) -> Rewrite:
         """Run the codemod on ``source``; raises PatchError when it cannot."""
+        if self.needles and not any(n in source for n in self.needles):
+            return Rewrite(source, [], [])
         command = self.codemod(CodemodContext(filename=path))
         result = transform_module(command, source)
         if isinstance(result, TransformFailure):

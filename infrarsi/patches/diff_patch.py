@@ -8,8 +8,8 @@ line that calls the probe (which measures the steps), and when it creates or del
 Only then does ``git apply`` apply it, inside the work tree: it needs no repository (it acts like
 ``patch`` there), matches context exactly and applies all files or none. Git looks for a
 repository upwards from the work tree; ``GIT_CEILING_DIRECTORIES`` stops it at the work tree, so a
-copy that happens to sit inside another checkout is not mistaken for a subdirectory of it (where
-``git apply`` would silently skip every path).
+copy that sits inside another checkout resolves the diff's paths against itself, never against
+the enclosing repository.
 """
 
 from __future__ import annotations

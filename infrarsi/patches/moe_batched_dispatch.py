@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from infrarsi.patches._cst import arg, code, dotted, int_value, names_in, strip_parens
+from infrarsi.patches._cst import arg, code, dotted, int_value, names_in, single_assign, strip_parens
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
 _TEMPS = ("expert_ids", "sort_order", "token_ids", "tokens_per_expert", "expert_out")
@@ -111,8 +111,20 @@ def _expert_call(node: cst.BaseExpression, tok: str, expert: str | None, experts
     return (x.value, attr) if attr and attr.startswith("self.") else None
 
 
-def _accumulate(stmt, tok: str, slot: str, expert: str | None, experts: str | None, index: str):
-    """``(out, top_w, x, experts_attr)`` from the accumulation line, or None."""
+def _accumulate(stmts, tok: str, slot: str, expert: str | None, experts: str | None, index: str):
+    """``(out, top_w, x, experts_attr)`` from the accumulation line, or None.
+
+    The weighted output may be named first: ``y = expert(x[tok]) * top_w[tok, slot, None]``
+    followed by ``out.index_add_(0, tok, y)``.
+    """
+    named = None
+    if len(stmts) == 2:
+        named = single_assign(stmts[0])
+        if named is None:
+            return None
+    elif len(stmts) != 1:
+        return None
+    stmt = stmts[-1]
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
         return None
     small = stmt.body[0]
@@ -129,6 +141,10 @@ def _accumulate(stmt, tok: str, slot: str, expert: str | None, experts: str | No
         out, contribution = call.func.value, call.args[2].value
     else:
         return None
+    if named is not None:
+        if dotted(contribution) != named[0]:
+            return None
+        contribution = named[1]
     contribution = strip_parens(contribution)
     if not (isinstance(contribution, cst.BinaryOperation) and isinstance(contribution.operator, cst.Multiply)):
         return None
@@ -169,6 +185,20 @@ class MoeDispatchCodemod(PatchCodemod):
         self.functions.pop()
         return updated_node
 
+    def _read_after(self, loop: cst.For) -> set[str]:
+        """Names read after the loop in the enclosing function (the loop's temporaries must not be)."""
+        end = self.position(loop).end.line
+        names: set[str] = set()
+        outer = self
+
+        class _Names(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                if outer.position(node).start.line > end:
+                    names.add(node.value)
+
+        self.functions[-1].body.visit(_Names())
+        return names
+
     def leave_For(self, original_node: cst.For, updated_node: cst.For):
         head = _loop_head(original_node)
         if head is None or not self.functions or original_node.orelse is not None:
@@ -184,12 +214,12 @@ class MoeDispatchCodemod(PatchCodemod):
         rest = body[1:]
         while rest and _is_skip(rest[0]):
             rest = rest[1:]
-        if len(rest) != 1:
-            return updated_node
-        found = _accumulate(rest[0], tok, slot, expert, experts, index)
+        found = _accumulate(rest, tok, slot, expert, experts, index)
         if found is None:
             return updated_node
         out, top_w, x, experts_attr = found
+        if len(rest) == 2 and single_assign(rest[0])[0] in self._read_after(original_node):
+            return updated_node
         if expert is None and not experts_attr:
             return updated_node
         taken = names_in(self.functions[-1])
@@ -230,4 +260,5 @@ class MoeBatchedDispatch(Patch):
         # per-expert kernel launches dominate the loop on a GPU
         "cuda": PriorEffect(time_factor=0.7, memory_factor=1.05, confidence=0.4),
     }
+    needles = ("for ",)
     codemod = MoeDispatchCodemod

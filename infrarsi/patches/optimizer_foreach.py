@@ -44,4 +44,5 @@ class OptimizerForeach(Patch):
         "cpu": PriorEffect(time_factor=0.98, memory_factor=1.02, confidence=0.5),
         "cuda": PriorEffect(time_factor=0.93, memory_factor=1.03, confidence=0.5),
     }
+    needles = ("optim",)
     codemod = ForeachCodemod

@@ -44,4 +44,5 @@ class OptimizerFused(Patch):
         "cpu": PriorEffect(time_factor=0.97, memory_factor=1.0, confidence=0.4),
         "cuda": PriorEffect(time_factor=0.9, memory_factor=1.0, confidence=0.5),
     }
+    needles = ("optim",)
     codemod = FusedCodemod

@@ -65,4 +65,5 @@ class PinnedMemory(Patch):
     numerics_by_design = False
     gpu_only = True
     prior = {"cuda": PriorEffect(time_factor=0.97, memory_factor=1.0, confidence=0.4)}
+    needles = ("DataLoader", ".to(", ".cuda(")
     codemod = PinnedCodemod

@@ -521,4 +521,5 @@ class SdpaAttention(Patch):
         # flash/memory-efficient kernels never materialise the B x H x T x T matrix
         "cuda": PriorEffect(time_factor=0.8, memory_factor=0.75, confidence=0.6),
     }
+    needles = ("softmax",)
     codemod = SdpaCodemod

@@ -39,4 +39,5 @@ class Tf32Matmul(Patch):
     numerics_by_design = True
     gpu_only = True
     prior = {"cuda": PriorEffect(time_factor=0.6, memory_factor=1.0, confidence=0.6)}
+    needles = (".backward(",)
     codemod = Tf32Codemod

@@ -40,4 +40,5 @@ class ZeroGradSetToNone(Patch):
         "cpu": PriorEffect(time_factor=0.99, memory_factor=0.97, confidence=0.5),
         "cuda": PriorEffect(time_factor=0.98, memory_factor=0.95, confidence=0.5),
     }
+    needles = ("zero_grad",)
     codemod = ZeroGradCodemod

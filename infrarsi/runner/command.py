@@ -50,10 +50,14 @@ def source_knobs(contract: Contract, values: dict[str, KnobValue]) -> dict[str, 
     return by_file
 
 
-def build_argv(contract: Contract, values: dict[str, KnobValue], python: str = sys.executable) -> list[str]:
-    """argv for the workload with ``values`` (from :func:`trial_knob_values`) rendered as flags."""
+def build_argv(contract: Contract, values: dict[str, KnobValue], python: str = sys.executable,
+               *, as_written: bool = False) -> list[str]:
+    """argv for the workload with ``values`` (from :func:`trial_knob_values`) rendered as flags.
+
+    ``as_written`` keeps the contract's launcher (``python``, ``torchrun``) as the user wrote it,
+    for a command line a person runs (the report's reproduce command) rather than a trial."""
     workload = contract.workload
-    command = resolve_launcher(workload.command, python)
+    command = list(workload.command) if as_written else resolve_launcher(workload.command, python)
     flagged = [contract.knob(name) for name in values if contract.knob(name).flag]
     launcher = [k for k in flagged if k.role in LAUNCHER_ROLES]
     script = [k for k in flagged if k.role not in LAUNCHER_ROLES]

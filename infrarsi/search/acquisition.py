@@ -18,6 +18,10 @@ from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePrediction
 
+MIN_SAVING = 0.02
+"""A move saves memory only if its fitted price is lower by this much (log): a setting whose
+price is zero give or take the fit's noise must not ride along in a pairing."""
+
 
 @dataclass(frozen=True, slots=True)
 class Scores:
@@ -54,8 +58,8 @@ def memory_saver_pair(
     """Row of the fastest allowed variant of ``anchor`` that only adds memory savers and fits.
 
     A variant qualifies when every dimension it changes (a knob, the coupled batch group, a
-    patch) moves to a setting with a lower fitted memory price than the anchor's, and the memory
-    model gives it P(fits) >= 0.5. None when no variant qualifies.
+    patch) moves to a setting whose fitted memory price is lower than the anchor's by at least
+    MIN_SAVING, and the memory model gives it P(fits) >= 0.5. None when no variant qualifies.
     """
     effect, _ = memory.setting_effects()
     dims = sorted(set(space.setting_dims))
@@ -63,7 +67,7 @@ def memory_saver_pair(
     # Memory each candidate pays in each dimension, and whether it differs there from the anchor.
     paid = indicator @ (membership * effect[:, None])
     changed = (indicator != indicator[anchor]) @ membership > 0
-    cheaper = paid < paid[anchor] - 1e-9
+    cheaper = paid < paid[anchor] - MIN_SAVING
     savers_only = changed.any(axis=1) & np.all(~changed | cheaper, axis=1)
     ok = savers_only & allowed & (scores.p_fits >= 0.5)
     if not ok.any():

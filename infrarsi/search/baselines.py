@@ -15,7 +15,7 @@ import numpy as np
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.history import best_ok, measured_keys
-from infrarsi.search.prior_types import PriorTable
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.samplers import Proposal
 from infrarsi.search.space import SearchSpace
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.search.prior_types import PriorTable
+from infrarsi.priors.types import NEUTRAL_TIME_SD, PriorTable
 from infrarsi.search.space import SearchSpace
 
-UNKNOWN_LOG_SD = 1.0
-"""Spread given to a setting no source has an opinion on: anything within about e-fold either way."""
+UNKNOWN_LOG_SD = NEUTRAL_TIME_SD
+"""Spread given to a setting no source has an opinion on (the priors' neutral sd)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +24,12 @@ class SettingPriors:
 
 
 def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> SettingPriors:
-    """``quantity`` is ``time`` or ``mem``."""
+    """``quantity`` is ``time`` or ``mem``. Keys without an entry get mean 0, UNKNOWN_LOG_SD."""
     n = len(space.setting_keys)
     mean, sd, known = np.zeros(n), np.full(n, UNKNOWN_LOG_SD), np.zeros(n, dtype=bool)
     for i, key in enumerate(space.setting_keys):
-        prior = priors.get(key)
-        if prior is not None:
+        if key in priors:
+            prior = priors.get(key)
             mean[i] = getattr(prior, f"{quantity}_log_mean")
             sd[i] = getattr(prior, f"{quantity}_log_sd")
             known[i] = True
@@ -50,3 +50,8 @@ def coefficient_prior(space: SearchSpace, prior: SettingPriors) -> tuple[np.ndar
     cov = np.linalg.inv(precision)
     mean = cov @ (deltas.T @ (weights * prior.mean))
     return mean, np.sqrt(np.diag(cov))
+
+
+def prior_startup_s(space: SearchSpace, priors: PriorTable) -> np.ndarray:
+    """Expected extra start-up seconds of each setting (compilation), 0 where none is known."""
+    return np.array([priors.get(k).startup_s if k in priors else 0.0 for k in space.setting_keys])

@@ -12,7 +12,7 @@ alone breaks the 200 ms budget per suggestion on a shared 2-core machine; this o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
@@ -20,7 +20,8 @@ from scipy.optimize import minimize
 
 LINEAR_OFFSET = 0.1
 """s0: prior sd of a constant left in the residuals after the caller removes their mean."""
-_BOUNDS = [(math.log(1e-6), 0.0), (math.log(0.1), math.log(100.0)), (math.log(1e-6), 0.0)]
+DEFAULT_NOISE_FLOOR = 0.003
+"""Smallest noise sd the fit may settle on: with few points it would otherwise interpolate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +48,9 @@ def _sq_dist(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 class GP:
-    def __init__(self, hyper: Hyper = DEFAULT_HYPER):
-        self.hyper = hyper
+    def __init__(self, hyper: Hyper = DEFAULT_HYPER, *, noise_floor: float = DEFAULT_NOISE_FLOOR):
+        self.bounds = [(math.log(1e-6), 0.0), (math.log(0.1), math.log(100.0)), (2 * math.log(noise_floor), 0.0)]
+        self.hyper = replace(hyper, noise=max(hyper.noise, noise_floor**2))
 
     def _neg_lml(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, lin: np.ndarray, dist: np.ndarray):
         a, l, n = np.exp(theta)
@@ -73,7 +75,7 @@ class GP:
         dist = _sq_dist(X, X)
         if optimize:
             res = minimize(self._neg_lml, self.hyper.as_log(), args=(X, y, lin, dist), jac=True,
-                           method="L-BFGS-B", bounds=_BOUNDS)
+                           method="L-BFGS-B", bounds=self.bounds)
             self.hyper = Hyper.from_log(res.x)
         h = self.hyper
         K = lin + h.amplitude * np.exp(-dist / (2 * h.length**2)) + h.noise * np.eye(len(y))

@@ -14,7 +14,7 @@ cannot collapse the noise to zero. Parameter uncertainty comes from the Laplace 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import minimize
@@ -22,7 +22,7 @@ from scipy.special import log_ndtr, ndtr
 
 from infrarsi.runner.result import TrialResult, TrialStatus
 from infrarsi.search.effects import coefficient_prior, setting_priors
-from infrarsi.search.prior_types import PriorTable
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -42,6 +42,9 @@ class MemoryPrice:
     """The same as a percentage change of the peak."""
     bytes_at_baseline: float
     """The same in bytes, at the baseline's predicted peak."""
+
+    def to_dict(self) -> dict[str, float | str]:
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,8 @@ class MemoryModel:
         self.prior_sd = sd * prior_weakening
         self.fitted = False
         self.data: MemoryData | None = None
+        self._theta: np.ndarray | None = None
+        """The last fit's parameters: refitting on one more trial starts there (few iterations)."""
 
     # --- fitting ---------------------------------------------------------------------------
 
@@ -123,11 +128,13 @@ class MemoryModel:
         censored = np.asarray(censored, dtype=bool)
         Xa = np.hstack([np.ones((len(y), 1)), X])
         b0 = float(np.mean(y))
-        theta0 = np.concatenate([[b0], self.prior_mean, [_SIGMA_PRIOR[0]]])
+        theta0 = self._theta if self._theta is not None and len(self._theta) == Xa.shape[1] + 1 else \
+            np.concatenate([[b0], self.prior_mean, [_SIGMA_PRIOR[0]]])
         bounds = [(None, None)] * (1 + X.shape[1]) + [_SIGMA_BOUNDS]
         res = minimize(
             self._objective, theta0, args=(Xa, y, censored, b0), jac=True, method="L-BFGS-B", bounds=bounds
         )
+        self._theta = res.x
         self.intercept, self.coef, log_sigma = self._unpack(res.x)
         self.sigma = math.exp(log_sigma)
         self.cov = self._laplace_cov(Xa, y, censored, res.x)

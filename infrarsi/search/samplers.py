@@ -1,8 +1,8 @@
 """InfraRSI's sampler: diverse seeds first, then EI x P(fits) over every valid candidate.
 
 ``ask(history)`` is stateless in what it proposes (the same history gives the same proposal), so
-several workers sharing one study can each ask; the only state kept between calls is the time
-model's last hyperparameters, which make the next fit start close to its optimum.
+several workers sharing one study can each ask; the only state kept between calls is the models'
+last parameters, which make the next fit start close to its optimum.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from threadpoolctl import threadpool_limits
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.acquisition import memory_saver_pair, score
 from infrarsi.search.effects import setting_priors
+from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_job_s, measured_keys
 from infrarsi.search.memory_model import MemoryModel
-from infrarsi.search.prior_types import PriorTable
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import CandidateSet, SearchSpace
 from infrarsi.search.time_model import TimeModel
 
@@ -61,8 +62,10 @@ class InfraRSISampler:
         enumerate_limit: int = 20_000,
         n_random: int = 4_000,
         seed_pool: int = 32,
+        noise_floor: float = DEFAULT_NOISE_FLOOR,
         seed: int = 0,
     ):
+        """``noise_floor``: doctor's run-to-run sd of log step time, when known."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -71,7 +74,8 @@ class InfraRSISampler:
         self.seed_pool = seed_pool
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
-        self.time = TimeModel(space, self.priors)
+        self.time = TimeModel(space, self.priors, noise_floor=noise_floor)
+        self.memory = MemoryModel(space, self.priors)
         self._prior_time = setting_priors(space, self.priors, "time").mean
 
     # --- the pool of candidates considered --------------------------------------------------
@@ -115,7 +119,7 @@ class InfraRSISampler:
         # from everything measured so far, so the first trials spread over the space.
         rng = np.random.default_rng([self.seed, len(history)])
         prior_log = pool.indicator @ self._prior_time + rng.uniform(0, 1e-6, len(pool.keys))
-        memory = MemoryModel(self.space, self.priors).fit(history)
+        memory = self.memory.fit(history)
         fits = memory.p_fits(pool.features, self.space.budget_bytes) >= 0.5
         usable = fresh & fits if (fresh & fits).any() else fresh
         rows = np.flatnonzero(usable)
@@ -129,7 +133,7 @@ class InfraRSISampler:
     def _acquire(self, history, pool: CandidateSet, fresh) -> Proposal:
         space = self.space
         self.time.fit(history)
-        memory = MemoryModel(space, self.priors).fit(history)
+        memory = self.memory.fit(history)
         pred = self.time.predict_indicator(pool.indicator)
         p_fits = memory.p_fits(pool.features, space.budget_bytes)
         hard = failed_keys(history, _HARD_FAILURES)

@@ -8,8 +8,8 @@ accumulation), micro x processes must divide the global batch. A patch may be ga
 for a DDP-only patch): it is valid only in candidates that hold that setting.
 
 Candidates are encoded relative to the baseline (baseline = the zero vector): one-hot columns for
-categorical values other than the default, log2 for power-of-two integers, 0/1 for booleans and
-patches. The accumulation knob of a coupled group gets no column: it is determined by the others.
+categorical values other than the default, log2 plus one-hot deviations for power-of-two integers,
+0/1 for booleans and patches. The accumulation knob of a coupled group gets no column: it is determined by the others.
 Every encoding is a sum of per-setting deltas, ``encode(c) = indicator(c) @ deltas``, which lets
 the models turn per-setting priors into coefficient priors and coefficients back into prices.
 """
@@ -165,10 +165,13 @@ class SearchSpace:
         columns = []
         for knob in self._encoded:
             kind = _encoding_kind(knob)
-            if kind == "onehot":
-                columns += [Column(knob.name, kind, v) for v in knob.domain if v != knob.default]
-            else:
+            if kind != "onehot":
                 columns.append(Column(knob.name, kind))
+            if kind in ("onehot", "log2"):
+                # For powers of two, one-hot deviations from the log2 trend: peak memory is not
+                # linear in log2(micro-batch) (fixed weights + activations), yet the trend still
+                # extrapolates to values not measured yet.
+                columns += [Column(knob.name, "onehot", v) for v in knob.domain if v != knob.default]
         columns += [Column(patch_key(p), "patch") for p in self.patches]
         return columns
 

@@ -24,10 +24,10 @@ from scipy.special import log_ndtr
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.search.calibration import PriorCheck, check_all, data_only_effects
-from infrarsi.search.effects import UNKNOWN_LOG_SD, setting_priors
-from infrarsi.search.gp import GP
-from infrarsi.search.prior_types import PriorTable
+from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects
+from infrarsi.search.effects import UNKNOWN_LOG_SD, prior_startup_s, setting_priors
+from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 
 _CENSORED = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
@@ -69,14 +69,17 @@ def time_data(space: SearchSpace, history: list[TrialResult]) -> TimeData:
 
 
 class TimeModel:
-    def __init__(self, space: SearchSpace, priors: PriorTable | None = None):
+    def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *,
+                 noise_floor: float = DEFAULT_NOISE_FLOOR):
+        """``noise_floor``: the smallest run-to-run sd of log step time to assume (doctor's CV)."""
         self.space = space
         self.priors = priors or PriorTable()
         self.setting_prior = setting_priors(space, self.priors, "time")
+        self._prior_startup = prior_startup_s(space, self.priors)
         self.fitted = False
         self.checks: list[PriorCheck] = []
         self.miscalibrated: set[str] = set()
-        self._gp = GP()
+        self._gp = GP(noise_floor=noise_floor)
         """Kept between fits: the next fit starts from the last hyperparameters (fast, stable)."""
 
     # --- fitting ---------------------------------------------------------------------------
@@ -120,21 +123,20 @@ class TimeModel:
         return self
 
     def _fit_startup(self, history: list[TrialResult]) -> None:
-        rows = [t for t in history if t.startup_s is not None and t.startup_s > 0]
-        logs = np.array([math.log(t.startup_s) for t in rows])
-        self._startup_const = float(np.mean(logs)) if rows else -math.inf
-        self._startup = None
-        if len(rows) >= 3:
-            self._startup = BayesianRidge().fit(self.space.indicator([t.candidate for t in rows]), logs)
+        """Start-up seconds add up (imports, then compilation): the prior's seconds per setting
+        are the mean, a Bayesian ridge on the indicators learns what the trials say beyond it."""
+        rows = [t for t in history if t.startup_s is not None]
+        indicator = self.space.indicator([t.candidate for t in rows])
+        resid = np.array([t.startup_s for t in rows]) - indicator @ self._prior_startup
+        self._startup_base = float(np.mean(resid)) if rows else 0.0
+        self._startup = BayesianRidge().fit(indicator, resid) if len(rows) >= 3 else None
 
     # --- predictions -----------------------------------------------------------------------
 
     def predict_indicator(self, indicator: np.ndarray) -> TimePrediction:
         log_step, sd = self._predict_log_step(indicator)
-        if self._startup is not None:
-            startup = np.exp(self._startup.predict(indicator))
-        else:
-            startup = np.full(len(indicator), math.exp(self._startup_const))
+        extra = self._startup.predict(indicator) if self._startup is not None else self._startup_base
+        startup = np.maximum(indicator @ self._prior_startup + extra, 0.0)
         steps = self.space.planned_steps * np.exp(log_step)
         job = startup + steps
         return TimePrediction(log_step, sd, startup, np.log(job), sd * steps / job)

@@ -208,7 +208,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> Doc
     if repeats < 2:
         raise ValueError(f"repeats must be at least 2 to measure run-to-run noise, got {repeats}")
     started = time.perf_counter()
-    repo = Path(repo)
+    repo = Path(repo).resolve()  # trials run elsewhere: their log and probe paths must be absolute
     contract = require_intact(repo)
     total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
     on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
@@ -325,7 +325,7 @@ def _peak(contract: Contract, hardware: HardwareFingerprint) -> tuple[PeakFlops 
         return peak_flops("cuda", dtype, hardware=hardware), ranks, ""
     # On a CPU every rank's threads share one pool of cores; the job's peak is the cores it uses.
     threads = int(_knob_default(contract, "threads") or 0) or torch.get_num_threads()
-    return peak_flops("cpu", dtype, threads=threads * ranks, hardware=hardware), 1, ""
+    return peak_flops("cpu", dtype, threads=threads * ranks, hardware=hardware, remeasure=True), 1, ""
 
 
 def summarize(
@@ -460,9 +460,9 @@ def where_time_goes(report: DoctorReport) -> list[str]:
     eff = report.efficiency
     if eff.mfu is not None and eff.peak is not None:
         if eff.mfu >= 0.5:
-            out.append(f"MFU is {eff.mfu:.0%} of the {eff.peak.dtype} peak: the matmuls already run near "
+            out.append(f"MFU is {eff.mfu:.1%} of the {eff.peak.dtype} peak: the matmuls already run near "
                        "what the hardware can do; gains must come from doing less or overlapping more.")
         else:
-            out.append(f"MFU is {eff.mfu:.0%} of the {eff.peak.dtype} peak: most of the hardware's compute "
+            out.append(f"MFU is {eff.mfu:.1%} of the {eff.peak.dtype} peak: most of the hardware's compute "
                        "goes unused, so there is room in launch settings and kernels.")
     return out

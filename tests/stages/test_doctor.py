@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.cli import main
+from infrarsi.cli.doctor import render
 from infrarsi.contract import (
     Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, load_contract, save_contract,
 )
@@ -57,13 +58,15 @@ def dense_gpt(tmp_path, monkeypatch):
 
 
 @pytest.mark.e2e
-def test_doctor_measures_the_dense_gpt_baseline_and_prints_where_the_time_goes(dense_gpt, capsys):
-    assert main(["doctor", str(dense_gpt), "--repeats", "2"]) == 0
+def test_doctor_measures_the_dense_gpt_baseline_and_says_where_the_time_goes(dense_gpt, capsys):
+    assert main(["doctor", str(dense_gpt), "--repeats", "2", "--json"]) == 0
+    report = load_doctor(dense_gpt)
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report.to_dict()))
+    render(report, dense_gpt)
     printed = capsys.readouterr().out
     for words in ("Where the time goes", "forward", "backward", "MFU", "peak memory", "noise floor"):
         assert words in printed, (words, printed)
 
-    report = load_doctor(dense_gpt)
     assert report.repeats == 2 and all(len(r.step_times) == 4 for r in report.runs)
     # Noise: two runs give a run-to-run CV and a floor no lower than the documented minimum.
     assert report.noise.runs == 2 and report.noise.min_speedup >= 1.01

@@ -82,7 +82,8 @@ def slow_reply(delay_s: float, then: Reply | None = None) -> Reply:
 
 def rate_limited(retry_after_s: float = 0.01) -> Reply:
     """429 in the API's error format, with ``retry-after`` (the client waits that long before retrying)."""
-    payload = {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of requests has exceeded your rate limit"}}
+    payload = {"type": "error",
+               "error": {"type": "rate_limit_error", "message": "Number of requests has exceeded your rate limit"}}
     return _json(429, payload, {"retry-after": f"{retry_after_s:g}", "retry-after-ms": f"{retry_after_s * 1000:g}"})
 
 

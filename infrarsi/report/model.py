@@ -1,0 +1,338 @@
+"""The report as one value: baseline against promoted, every trial and its cost, memory prices,
+priors against what the trials showed, and exactly what each verified candidate changes.
+
+Built from what earlier stages saved (the contract, ``doctor.json``, ``run.json`` and the study's
+trials); nothing here measures or estimates anything new. Every number is one of theirs or a
+ratio of theirs, and where a number is missing the field is None rather than a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infrarsi.contract import Contract, KnobValue
+from infrarsi.flops import mfu
+from infrarsi.runner.command import build_argv
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.stages.doctor import DoctorReport
+from infrarsi.stages.run import PatchCheck, RunResult
+from infrarsi.study import StoredTrial
+from infrarsi.verification import Verdict, job_seconds
+
+FAILED = tuple(s.value for s in TrialStatus if s is not TrialStatus.OK)
+INTERRUPTED = "interrupted"
+"""Not a trial status: the cost of trials stopped by Ctrl-C or a dying worker, which left no result."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Side:
+    """One configuration's numbers, all taken from the same set of runs so they agree."""
+
+    step_s: float | None
+    """Median over runs of each run's median step time."""
+    tokens_per_s: float | None
+    mfu: float | None
+    peak_bytes: int | None
+    """Largest peak over the runs."""
+    job_s: float | None
+    """Projected job: start-up plus the contract's planned steps."""
+    runs: int
+    source: str
+    """Which runs these are (interleaved re-verification, the run's baseline trial, doctor)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TrialLine:
+    number: int
+    kind: str
+    """baseline | validation | search | verification."""
+    status: str
+    setting: str
+    """What differs from the baseline: changed knobs and patches."""
+    step_s: float | None
+    peak_bytes: int | None
+    wall_s: float
+    start_s: float
+    """Seconds of trial time spent before this trial began (trials laid end to end)."""
+    reason: str
+    """Why the search chose it."""
+    detail: str
+    """Why it ended this way."""
+
+
+@dataclass(kw_only=True, slots=True)
+class StatusCost:
+    status: str
+    trials: int
+    wall_s: float
+
+
+@dataclass(kw_only=True, slots=True)
+class HunkLine:
+    path: str
+    header: str
+    text: str
+
+
+@dataclass(kw_only=True, slots=True)
+class Audit:
+    """One re-verified candidate: the verdict, what it changes in the source, how to run it."""
+
+    setting: str
+    candidate: dict[str, Any]
+    promoted: bool
+    reason: str
+    job_speedup: tuple[float, float, float] | None
+    step_speedup: tuple[float, float, float] | None
+    max_loss_diff: float | None
+    trial: int | None
+    """The trial whose workspace the hunks come from (``infrarsi apply --candidate``)."""
+    paths: list[str]
+    hunks: list[HunkLine]
+    command: str
+    """The shell command that runs this configuration from the repo root."""
+    source_settings: dict[str, KnobValue]
+    """Changed knobs with no command-line flag: they are written into the source (see hunks)."""
+    patches: list[str]
+
+
+@dataclass(kw_only=True, slots=True)
+class PriceLine:
+    key: str
+    log_effect: float
+    log_sd: float
+    pct: float
+    bytes_at_baseline: float
+
+
+@dataclass(kw_only=True, slots=True)
+class PriorLine:
+    key: str
+    quantity: str
+    """time | memory"""
+    prior_mean: float
+    """Log effect the prior expected."""
+    prior_sd: float
+    observed: float
+    """Log effect the trials showed."""
+    observed_sd: float
+    n_trials: int
+    miscalibrated: bool
+    source: str
+
+
+@dataclass(kw_only=True, slots=True)
+class Report:
+    repo: str
+    run_id: str
+    run_status: str
+    run_message: str
+    sampler: str
+    started: str
+    priors_source: str
+    hardware: str
+    device: str
+    budget_bytes: int
+    tokens_per_step: int
+    planned_steps: int
+    noise_floor: float
+    peak_flops: str
+    """What MFU is measured against (value and source), empty when there is no MFU."""
+    baseline: Side
+    promoted: Side | None
+    job_speedup: tuple[float, float, float] | None
+    """Promoted over baseline job time: (point, 95% low, 95% high)."""
+    step_speedup: tuple[float, float, float] | None
+    trials: list[TrialLine]
+    by_status: list[StatusCost]
+    spent_s: float
+    interrupted_s: float
+    failed_s: float
+    """Wall seconds of every trial that did not end ok, plus interrupted seconds."""
+    patch_checks: list[PatchCheck]
+    audits: list[Audit]
+    memory_prices: list[PriceLine]
+    prior_checks: list[PriorLine]
+    notes: list[str] = field(default_factory=list)
+    """What the report could not show, and why."""
+
+    @property
+    def promoted_audit(self) -> Audit | None:
+        return next((a for a in self.audits if a.promoted), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe(candidate: Candidate, contract: Contract) -> str:
+    """The candidate as its difference from the baseline: ``micro_batch=8, +sdpa_attention``."""
+    defaults = contract.defaults()
+    knobs = [f"{k}={v}" for k, v in sorted(candidate.knobs.items()) if k not in defaults or defaults[k] != v]
+    return ", ".join([*knobs, *(f"+{p}" for p in candidate.patches)]) or "baseline"
+
+
+def changed_knobs(candidate: Candidate, contract: Contract) -> dict[str, KnobValue]:
+    """Knobs the candidate sets to something else than the contract's default (unknown knobs dropped)."""
+    known = {k.name: k for k in contract.knobs}
+    return {k: v for k, v in candidate.knobs.items() if k in known and known[k].default != v}
+
+
+def reproduce_command(candidate: Candidate, contract: Contract) -> str:
+    """The workload's command with the candidate's flags, as a person would type it."""
+    changed = changed_knobs(candidate, contract)
+    flagged = {k: v for k, v in changed.items() if contract.knob(k).flag}
+    argv = build_argv(contract, flagged, as_written=True)
+    command = shlex.join(argv)
+    cwd = contract.workload.cwd
+    return command if cwd in ("", ".") else f"cd {shlex.quote(cwd)} && {command}"
+
+
+def _median(values: list[float]) -> float | None:
+    clean = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(clean) if clean else None
+
+
+def _side(step_s: float | None, peak: int | None, job_s: float | None, runs: int, source: str,
+          contract: Contract, doctor: DoctorReport) -> Side:
+    tokens = contract.workload.tokens_per_step
+    tokens_per_s = tokens / step_s if step_s and tokens else None
+    eff = doctor.efficiency
+    # FLOPs per token are fixed by the contract (same model, same tokens), so MFU moves with the
+    # step time alone and both sides are measured against the same peak.
+    utilization = None
+    if tokens_per_s and eff.flops_per_token and eff.peak is not None:
+        utilization = mfu(tokens_per_s, eff.flops_per_token, eff.peak.value * eff.devices)
+    return Side(step_s=step_s, tokens_per_s=tokens_per_s, mfu=utilization, peak_bytes=peak, job_s=job_s,
+                runs=runs, source=source)
+
+
+def _max_peak(results: list[TrialResult]) -> int | None:
+    peaks = [r.peak_bytes for r in results if r.peak_bytes]
+    return max(peaks) if peaks else None
+
+
+def _baseline_side(run: RunResult, contract: Contract, doctor: DoctorReport, base_key: str | None,
+                   stored: list[StoredTrial]) -> Side:
+    """The baseline from the reruns the speedup was computed from, else the run's baseline trial,
+    else doctor: the first that exists, and only from that one."""
+    verdict = next((v for v in run.verdicts if v.base_step_s), None)
+    if verdict is not None:
+        reruns = [s.result for s in stored if s.kind == "verification" and s.result.ok
+                  and s.result.candidate.key() == base_key]
+        return _side(_median(verdict.base_step_s), _max_peak(reruns), _median(verdict.base_job_s),
+                     len(verdict.base_step_s), "interleaved re-verification reruns", contract, doctor)
+    if run.baseline is not None:
+        base = TrialResult.from_dict(run.baseline)
+        return _side(base.step_time, base.peak_bytes, job_seconds(base, contract.workload.planned_steps), 1,
+                     "the run's baseline trial", contract, doctor)
+    return _side(doctor.noise.step_s, doctor.memory.peak_bytes, doctor.efficiency.projected_job_s, len(doctor.runs),
+                 f"doctor's {len(doctor.runs)} baseline runs", contract, doctor)
+
+
+def _promoted_side(verdict: Verdict, contract: Contract, doctor: DoctorReport) -> Side:
+    return _side(_median(verdict.cand_step_s), verdict.peak_bytes, _median(verdict.cand_job_s),
+                 len(verdict.cand_step_s), "interleaved re-verification reruns", contract, doctor)
+
+
+def _trial_lines(run: RunResult, contract: Contract) -> list[TrialLine]:
+    lines, elapsed = [], 0.0
+    for row in sorted(run.trials, key=lambda r: r.number):
+        lines.append(TrialLine(
+            number=row.number, kind=row.kind, status=row.status,
+            setting=describe(Candidate.from_dict(row.candidate), contract),
+            step_s=row.step_s, peak_bytes=row.peak_bytes, wall_s=row.wall_s, start_s=elapsed,
+            reason=row.reason, detail=row.detail,
+        ))
+        elapsed += row.wall_s
+    return lines
+
+
+def _by_status(lines: list[TrialLine], interrupted_s: float) -> list[StatusCost]:
+    order = [s.value for s in TrialStatus]
+    seen = sorted({line.status for line in lines}, key=lambda s: order.index(s) if s in order else len(order))
+    out = [StatusCost(status=s, trials=sum(1 for line in lines if line.status == s),
+                      wall_s=sum(line.wall_s for line in lines if line.status == s)) for s in seen]
+    if interrupted_s > 0:
+        # The count of interrupted trials is not in run.json, only their seconds.
+        out.append(StatusCost(status=INTERRUPTED, trials=0, wall_s=interrupted_s))
+    return out
+
+
+def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial]) -> Audit:
+    key = verdict.candidate.key()
+    mine = [s for s in stored if s.result.candidate.key() == key]
+    # A trial's hunks are what its workspace differed by from the repo: the same for every trial of
+    # the candidate, so the first with any (a verification rerun first) stands for all of them.
+    mine.sort(key=lambda s: (s.kind != "verification", s.number))
+    shown = next((s for s in mine if s.result.hunks), mine[0] if mine else None)
+    hunks = [HunkLine(path=h.path, header=h.header, text=h.text) for h in shown.result.hunks] if shown else []
+    changed = changed_knobs(verdict.candidate, contract)
+    return Audit(
+        setting=describe(verdict.candidate, contract), candidate=verdict.candidate.to_dict(),
+        promoted=verdict.promoted, reason=verdict.reason, job_speedup=verdict.job_speedup,
+        step_speedup=verdict.step_speedup, max_loss_diff=verdict.max_loss_diff,
+        trial=shown.number if shown else None, paths=sorted({h.path for h in hunks}), hunks=hunks,
+        command=reproduce_command(verdict.candidate, contract),
+        source_settings={k: v for k, v in changed.items() if not contract.knob(k).flag},
+        patches=list(verdict.candidate.patches),
+    )
+
+
+def _prior_line(data: dict[str, Any]) -> PriorLine:
+    """From a prior check as run.json holds it: flat ``prior_mean``/``prior_sd``, or the Prior itself
+    under ``prior`` (its time or memory half, by quantity)."""
+    quantity = data["quantity"]
+    prior = data.get("prior") or {}
+    half = "time" if quantity == "time" else "mem"
+    return PriorLine(
+        key=data["key"], quantity=quantity,
+        prior_mean=float(data.get("prior_mean", prior.get(f"{half}_log_mean", math.nan))),
+        prior_sd=float(data.get("prior_sd", prior.get(f"{half}_log_sd", math.nan))),
+        observed=float(data["observed"]), observed_sd=float(data["observed_sd"]),
+        n_trials=int(data.get("n_trials", 0)), miscalibrated=bool(data["miscalibrated"]),
+        source=str(data.get("source", prior.get("source", ""))),
+    )
+
+
+def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunResult,
+                 stored: list[StoredTrial] | None) -> Report:
+    """Gather the report; ``stored`` is the study's trials, None when the study could not be opened."""
+    notes: list[str] = []
+    if stored is None:
+        notes.append(f"the study {run.study_name!r} at {run.storage_url} could not be opened: "
+                     "the source hunks of each candidate are not shown")
+    trials = stored or []
+    if doctor.contract_hash != contract.digest():
+        notes.append("doctor.json was measured under another version of the contract: MFU and the "
+                     "fallback baseline numbers may not match this workload; run `infrarsi doctor` again")
+    base_key = TrialResult.from_dict(run.baseline).candidate.key() if run.baseline else None
+    baseline = _baseline_side(run, contract, doctor, base_key, trials)
+    promoted = _promoted_side(run.promoted, contract, doctor) if run.promoted else None
+    lines = _trial_lines(run, contract)
+    eff = doctor.efficiency
+    peak = ""
+    if eff.peak is not None and eff.flops_per_token:
+        devices = f" × {eff.devices} devices" if eff.devices > 1 else ""
+        peak = f"{eff.peak.value / 1e9:,.1f} GFLOP/s{devices} {eff.peak.dtype} ({eff.peak.source})"
+    return Report(
+        repo=str(repo), run_id=run.run_id, run_status=run.status, run_message=run.message, sampler=run.sampler,
+        started=run.started, priors_source=run.priors_source, hardware=doctor.hardware.describe(),
+        device=contract.memory.device, budget_bytes=contract.memory.budget_bytes,
+        tokens_per_step=contract.workload.tokens_per_step, planned_steps=contract.workload.planned_steps,
+        noise_floor=run.noise_floor, peak_flops=peak, baseline=baseline, promoted=promoted,
+        job_speedup=run.promoted.job_speedup if run.promoted else None,
+        step_speedup=run.promoted.step_speedup if run.promoted else None,
+        trials=lines, by_status=_by_status(lines, run.interrupted_s), spent_s=run.spent_s,
+        interrupted_s=run.interrupted_s,
+        failed_s=sum(line.wall_s for line in lines if line.status in FAILED) + run.interrupted_s,
+        patch_checks=list(run.patch_checks),
+        audits=[_audit(v, contract, trials) for v in run.verdicts],
+        memory_prices=[PriceLine(**{k: p[k] for k in ("key", "log_effect", "log_sd", "pct", "bytes_at_baseline")})
+                       for p in run.memory_prices],
+        prior_checks=[_prior_line(p) for p in run.prior_checks],
+        notes=notes,
+    )

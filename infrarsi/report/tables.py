@@ -1,0 +1,116 @@
+"""The report's tables as plain rows of text, so Markdown, HTML and the terminal show the same thing."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infrarsi.report import units
+from infrarsi.report.model import INTERRUPTED, Report, Side
+
+MISCALIBRATED = "✗ miscalibrated"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+def _last_line(detail: str, width: int = 160) -> str:
+    """The line of a failure's detail that says what went wrong (a traceback's last line)."""
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    return lines[-1][-width:] if lines else ""
+
+
+def _ratio(new: float | None, old: float | None) -> str:
+    return units.ratio(new / old) if new and old else "–"
+
+
+def comparison(report: Report) -> Table:
+    b, p = report.baseline, report.promoted
+    none = Side(step_s=None, tokens_per_s=None, mfu=None, peak_bytes=None, job_s=None, runs=0, source="")
+    q = p or none
+    peak_change = "–"
+    if p and p.peak_bytes and b.peak_bytes:
+        peak_change = f"{p.peak_bytes / b.peak_bytes - 1:+.1%}"
+    rows = [
+        ["step time (median)", units.seconds(b.step_s), units.seconds(q.step_s),
+         f"speedup {units.interval(report.step_speedup)}" if report.step_speedup else "–"],
+        ["tokens/s", units.rate(b.tokens_per_s), units.rate(q.tokens_per_s), _ratio(q.tokens_per_s, b.tokens_per_s)],
+        ["MFU", units.percent(b.mfu), units.percent(q.mfu), _ratio(q.mfu, b.mfu)],
+        ["peak memory", units.memory(b.peak_bytes), units.memory(q.peak_bytes), peak_change],
+        [f"job ({report.planned_steps} steps + start-up)", units.seconds(b.job_s), units.seconds(q.job_s),
+         f"speedup {units.interval(report.job_speedup)}" if report.job_speedup else "–"],
+        ["runs", str(b.runs), str(q.runs) if p else "–", ""],
+    ]
+    caption = f"Baseline: {b.source}. " + (f"Promoted: {p.source}. " if p else "No candidate was promoted. ")
+    caption += f"Speedups are baseline over candidate with a 95% confidence interval; noise floor {report.noise_floor:.3f}×."
+    if report.peak_flops:
+        caption += f" MFU against {report.peak_flops}; FLOPs per token are fixed by the contract."
+    return Table("Baseline against promoted", ["", "baseline", "promoted", "change"], rows, caption)
+
+
+def statuses(report: Report) -> Table:
+    rows = []
+    for s in report.by_status:
+        share = f"{s.wall_s / report.spent_s:.0%}" if report.spent_s and s.status != INTERRUPTED else ""
+        rows.append([s.status, str(s.trials) if s.status != INTERRUPTED else "–", f"{s.wall_s:.1f}", share])
+    rows.append(["all failures", str(sum(s.trials for s in report.by_status if s.status != "ok")),
+                 f"{report.failed_s:.1f}", f"{report.failed_s / report.spent_s:.0%}" if report.spent_s else ""])
+    return Table("Trials by status and what they cost", ["status", "trials", "wall s", "share"], rows,
+                 "Every trial that did not end ok is a failure; its wall time is its cost."
+                 + (f" Interrupted trials left no result, only {report.interrupted_s:.1f} s." if report.interrupted_s
+                    else ""))
+
+
+def trials(report: Report) -> Table:
+    rows = [[str(t.number), t.kind, t.status, t.setting, units.seconds(t.step_s), units.memory(t.peak_bytes),
+             f"{t.wall_s:.1f}", t.reason if t.status == "ok" else _last_line(t.detail)]
+            for t in report.trials]
+    return Table("Every trial", ["#", "kind", "status", "setting", "step", "peak", "wall s", "why"], rows)
+
+
+def verdicts(report: Report) -> Table:
+    rows = [[a.setting, "promoted" if a.promoted else "not promoted", units.interval(a.job_speedup),
+             "–" if a.max_loss_diff is None else f"{a.max_loss_diff:.2g}", a.reason]
+            for a in report.audits]
+    return Table("Re-verified candidates", ["candidate", "verdict", "job speedup (95% CI)", "max |Δloss|", "reason"],
+                 rows)
+
+
+def prices(report: Report) -> Table:
+    rows = [[p.key, f"{p.pct:+.1f}%", f"{100 * math.expm1(p.log_effect - p.log_sd):+.1f}% … "
+             f"{100 * math.expm1(p.log_effect + p.log_sd):+.1f}%", units.memory(p.bytes_at_baseline)]
+            for p in sorted(report.memory_prices, key=lambda p: p.pct)]
+    return Table("Memory price per setting", ["setting", "peak change", "± 1 sd", "at the baseline's peak"], rows,
+                 "From the censored (Tobit) fit of log peak memory over every trial; OOMs count as peaks above the budget.")
+
+
+def _factor(log_mean: float, log_sd: float) -> str:
+    if not (math.isfinite(log_mean) and math.isfinite(log_sd)):
+        return "no data"
+    return f"×{math.exp(log_mean):.2f} [{math.exp(log_mean - log_sd):.2f}, {math.exp(log_mean + log_sd):.2f}]"
+
+
+def priors(report: Report) -> Table:
+    rows = [[c.key, c.quantity, _factor(c.prior_mean, c.prior_sd), _factor(c.observed, c.observed_sd),
+             str(c.n_trials), MISCALIBRATED if c.miscalibrated else "consistent", c.source]
+            for c in report.prior_checks]
+    return Table("Prior against observed effect", ["setting", "on", "prior", "observed", "trials", "", "prior from"],
+                 rows, "Multipliers of the baseline, ± 1 sd. A prior is miscalibrated when the observed effect lies "
+                 "outside its ~95% band with enough data; it then stops steering the search.")
+
+
+def patch_checks(report: Report) -> Table:
+    rows = [[c.name, c.status, f"{c.cost_s:.1f}", _last_line(c.reason)] for c in report.patch_checks]
+    return Table("Patch validation", ["patch", "status", "wall s", "detail"], rows)
+
+
+def all_tables(report: Report) -> list[Table]:
+    """In the order the documents show them; empty tables are left out."""
+    tables = [comparison(report), verdicts(report), statuses(report), prices(report), priors(report),
+              patch_checks(report), trials(report)]
+    return [t for t in tables if t.rows]

@@ -1,0 +1,20 @@
+"""The search: which trial to run next, from every trial so far (pure; runs no processes).
+
+``SearchSpace`` (valid candidates and their encoding), ``TimeModel`` (GP on log step time with
+the prior as its mean), ``MemoryModel`` (Tobit on log peak; memory prices), ``prior_checks``
+(prior vs observed), and samplers sharing ``ask(history) -> Proposal | None``.
+"""
+
+from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
+from infrarsi.search.calibration import prior_checks
+from infrarsi.search.memory_model import MemoryModel, MemoryPrice
+from infrarsi.search.prior_check import PriorCheck
+from infrarsi.search.samplers import InfraRSISampler, Proposal, RankedCandidate
+from infrarsi.search.space import SearchSpace
+from infrarsi.search.time_model import TimeModel, TimePrediction
+
+__all__ = [
+    "BatchFinderSampler", "GreedySampler", "InfraRSISampler", "MemoryModel", "MemoryPrice",
+    "PriorCheck", "Proposal", "RandomSampler", "RankedCandidate", "SearchSpace", "TimeModel",
+    "TimePrediction", "prior_checks",
+]

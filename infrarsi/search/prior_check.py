@@ -1,0 +1,83 @@
+"""Judging one prior against live trials: each setting's observed effect against what it said.
+
+The observed effect comes from the data alone (a Bayesian ridge on the setting indicators for time;
+the memory model's weakly-regularised Tobit fit for memory), so a prior cannot vouch for itself. A
+prior is miscalibrated when the observed effect lies outside its ~95% band (z > 2) and there is
+enough data to say so: the setting was seen on and off at least ``MIN_SUPPORT`` times each, and
+the data pin the effect down better than the prior did.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import BayesianRidge
+
+from infrarsi.priors.types import Prior, PriorTable
+
+Z_BAND = 2.0
+MIN_SUPPORT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class PriorCheck:
+    key: str
+    quantity: str
+    """time | memory"""
+    prior: Prior
+    observed: float
+    """Log effect the data show."""
+    observed_sd: float
+    n_trials: int
+    """Observations that held the setting."""
+    miscalibrated: bool
+
+    @property
+    def prior_mean(self) -> float:
+        return self.prior.time_log_mean if self.quantity == "time" else self.prior.mem_log_mean
+
+    @property
+    def prior_sd(self) -> float:
+        return self.prior.time_log_sd if self.quantity == "time" else self.prior.mem_log_sd
+
+    @property
+    def z(self) -> float:
+        return abs(self.observed - self.prior_mean) / math.hypot(self.prior_sd, self.observed_sd)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "quantity": self.quantity, "prior": self.prior.to_dict(),
+            "prior_mean": self.prior_mean, "prior_sd": self.prior_sd, "source": self.prior.source,
+            "observed": self.observed, "observed_sd": self.observed_sd, "z": self.z,
+            "n_trials": self.n_trials, "miscalibrated": self.miscalibrated,
+        }
+
+
+def judge(key: str, quantity: str, prior: Prior, observed: float, observed_sd: float,
+          n_with: int, n_without: int) -> PriorCheck:
+    check = PriorCheck(key, quantity, prior, observed, observed_sd, n_with, False)
+    enough = n_with >= MIN_SUPPORT and n_without >= MIN_SUPPORT and observed_sd < check.prior_sd
+    return PriorCheck(key, quantity, prior, observed, observed_sd, n_with, enough and check.z > Z_BAND)
+
+
+def check_all(keys: list[str], priors: PriorTable, quantity: str, indicator: np.ndarray,
+              effects: np.ndarray, sds: np.ndarray) -> list[PriorCheck]:
+    """One check per setting that has a prior, given the data-only effects of every setting."""
+    n_with = indicator.sum(axis=0).astype(int)
+    out = []
+    for j, key in enumerate(keys):
+        if key in priors:
+            out.append(judge(key, quantity, priors.get(key), float(effects[j]), float(sds[j]),
+                             int(n_with[j]), len(indicator) - int(n_with[j])))
+    return out
+
+
+def data_only_effects(indicator: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-setting log effects and sds from the observations alone (no prior on the effects' sign)."""
+    if len(y) < 2 or indicator.shape[1] == 0:
+        return np.zeros(indicator.shape[1]), np.full(indicator.shape[1], math.inf)
+    ridge = BayesianRidge().fit(indicator, y)
+    return ridge.coef_, np.sqrt(np.diag(ridge.sigma_))

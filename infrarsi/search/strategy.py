@@ -1,0 +1,179 @@
+"""A search strategy for the run stage: who proposes the next candidate, what it knows beforehand
+(priors, experience-bank seeds), and what it leaves behind (findings for the bank).
+
+``infrarsi`` is InfraRSI's own sampler; ``random``, ``greedy`` and ``batchfinder`` are the peers
+behind the same ``ask(history)``; ``tpe`` and ``gp`` are Optuna's own samplers driving the study,
+with OOM handled the way their users do (a failed trial for TPE, a constraint for GP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from infrarsi import patches as patch_library
+from infrarsi.contract import Contract
+from infrarsi.llm import load_llm_config
+from infrarsi.priors import PriorContext, PriorTable, default_provider
+from infrarsi.priors.types import Prior, patch_key
+from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
+from infrarsi.search.calibration import prior_checks
+from infrarsi.search.history import best_ok, failed_keys, measured_keys
+from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.samplers import InfraRSISampler
+from infrarsi.search.space import SearchSpace
+
+SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
+BANK_SEEDS = 3
+
+
+def _patch_priors(device: str) -> dict[str, Prior | None]:
+    out: dict[str, Prior | None] = {}
+    for name, patch in patch_library.REGISTRY.items():
+        effect = patch.prior.get(device)
+        out[name] = None if effect is None else Prior.from_factors(
+            patch_key(name), time_factor=effect.time_factor, mem_factor=effect.memory_factor,
+            confidence=effect.confidence, source=f"declared by patch {name}",
+            startup_s=getattr(effect, "startup_s", 0.0))
+    return out
+
+
+@dataclass(slots=True)
+class Strategy:
+    name: str
+    contract: Contract
+    priors: PriorTable
+    priors_source: str
+    seeds: list[Candidate] = field(default_factory=list)
+    seed: int = 0
+    bank: Any = None
+    signature: Any = None
+    hardware: Any = None
+    space: SearchSpace | None = None
+    sampler: Any = None
+
+    @property
+    def optuna_sampler(self) -> optuna.samplers.BaseSampler:
+        if self.name == "tpe":
+            return optuna.samplers.TPESampler(seed=self.seed)
+        if self.name == "gp":
+            return optuna.samplers.GPSampler(seed=self.seed)
+        # Our own samplers choose the candidate and enqueue it; Optuna's sampler never decides.
+        return optuna.samplers.RandomSampler(seed=self.seed)
+
+    @property
+    def oom_as_constraint(self) -> bool:
+        return self.name == "gp"
+
+    def baseline(self) -> Candidate:
+        return Candidate(knobs={k.name: k.default for k in self.contract.tunable})
+
+    def prepare(self, space: SearchSpace) -> None:
+        self.space = space
+        if self.name == "infrarsi":
+            seeds = [s for s in self.seeds if space.is_valid(s)]
+            self.sampler = InfraRSISampler(space, self.priors, seeds, seed=self.seed)
+        elif self.name == "random":
+            self.sampler = RandomSampler(space, seed=self.seed)
+        elif self.name == "greedy":
+            self.sampler = GreedySampler(space, self.priors, seed=self.seed)
+        elif self.name == "batchfinder":
+            self.sampler = BatchFinderSampler(space, seed=self.seed)
+
+    def propose(self, history: list[TrialResult]) -> tuple[Candidate | None, str] | None:
+        """The next candidate and why; (None, reason) lets Optuna's sampler choose; None: space exhausted."""
+        if self.sampler is None:
+            if len(measured_keys(history)) >= self.space.size():
+                return None
+            return None, f"optuna {self.name}"
+        proposal = self.sampler.ask(history)
+        return None if proposal is None else (proposal.candidate, proposal.reason)
+
+    def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
+        """What to re-verify: InfraRSI ranks by its model; peers by their best measured runs."""
+        if isinstance(self.sampler, InfraRSISampler):
+            return [r.candidate for r in self.sampler.top_candidates(history, k)]
+        failed = failed_keys(history)
+        ranked: list[Candidate] = []
+        pool = [t for t in history if t.ok and t.candidate.key() not in failed]
+        while pool and len(ranked) < k:
+            best = best_ok(pool, self.contract.workload.planned_steps)
+            ranked.append(best.candidate)
+            pool = [t for t in pool if t.candidate.key() != best.candidate.key()]
+        return ranked
+
+    def prior_checks(self, history: list[TrialResult]) -> list[dict[str, Any]]:
+        if self.space is None:
+            return []
+        return [check.to_dict() for check in prior_checks(self.space, self.priors, history)]
+
+    def memory_prices(self, history: list[TrialResult]) -> list[dict[str, Any]]:
+        if self.space is None:
+            return []
+        model = MemoryModel(self.space, self.priors).fit(history)
+        return [price.to_dict() for price in model.prices()] if model.fitted else []
+
+    def record_findings(self, result, history: list[TrialResult]) -> None:
+        """Effects, patch verdicts and the promoted configuration, for the next run here or elsewhere."""
+        if self.bank is None or self.space is None:
+            return
+        from infrarsi.bank import BestConfig, EffectFinding, PatchFinding
+
+        effects = []
+        for check in prior_checks(self.space, self.priors, history):
+            if check.quantity != "time" or not math.isfinite(check.observed):
+                continue
+            name, _, value = check.key.partition("=")
+            role = "patch" if check.key.startswith("patch:") else self.contract.knob(name).role
+            baseline = "off" if role == "patch" else self.contract.knob(name).default
+            effects.append(EffectFinding(key=check.key, role=role, value=value or "on", baseline=baseline,
+                                         time_log=check.observed, time_sd=max(check.observed_sd, 1e-3),
+                                         n=max(check.n_trials, 1)))
+        verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else
+                                 ("not_applicable" if c.status == "skipped" else c.status), detail=c.reason[:200])
+                    for c in result.patch_checks]
+        best = []
+        if result.promoted and result.promoted.job_speedup:
+            point, low, high = result.promoted.job_speedup
+            best.append(BestConfig(candidate=result.promoted.candidate, speedup=point, interval=(low, high)))
+        self.bank.record_run(signature=self.signature, hardware_id=self.hardware.id,
+                             hardware=self.hardware.describe(), effects=effects, verdicts=verdicts, best=best)
+
+
+def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
+    out = {}
+    for rel in contract.scope.editable:
+        path = Path(repo) / rel
+        if path.is_file():
+            out[rel] = path.read_text(errors="replace")
+    return out
+
+
+def make_strategy(name: str, *, repo: Path, contract: Contract, doctor, seed: int = 0,
+                  bank_url: str | None = None, use_bank: bool = True) -> Strategy:
+    """Priors from the configured provider (LLM or built-in), revised by the bank's findings; bank seeds."""
+    hardware = doctor.hardware
+    context = PriorContext(contract=contract, hardware=hardware, doctor=doctor.to_dict(),
+                           sources=_editable_sources(repo, contract), patches=_patch_priors(contract.memory.device))
+    answer = default_provider(load_llm_config(repo)).priors(context)
+    priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
+    strategy = Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
+                        hardware=hardware)
+    if use_bank:
+        from infrarsi.bank import ExperienceBank, WorkloadSignature
+
+        facts = doctor.model_facts if hasattr(doctor, "model_facts") else {}
+        strategy.bank = ExperienceBank(bank_url)
+        strategy.signature = WorkloadSignature.from_contract(contract, facts)
+        learned = strategy.bank.priors_for(strategy.signature, hardware.id, baselines=contract.defaults())
+        if len(learned):
+            strategy.priors = priors.merged(learned)
+            strategy.priors_source += f" + experience bank ({len(learned)} effects)"
+        if name == "infrarsi":
+            strategy.seeds = [s.candidate for s in strategy.bank.seeds(strategy.signature, hardware.id, k=BANK_SEEDS)]
+    return strategy

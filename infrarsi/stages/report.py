@@ -1,0 +1,90 @@
+"""report: what the run measured, in one place: speedup with confidence, MFU before and after,
+every failed trial and its cost, memory prices, priors against observations, and the exact source
+each verified candidate touches.
+
+Reads the contract, ``doctor.json``, ``run.json`` and the study; writes ``.infrarsi/report.md``,
+``.infrarsi/report.html`` and the plots under ``.infrarsi/report/``. It measures nothing itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+import sqlalchemy.exc
+
+from infrarsi.contract import STATE_DIR, Contract, ContractError, require_intact
+from infrarsi.report import document, html, markdown
+from infrarsi.report.model import Report, build_report
+from infrarsi.report.plots import draw_all
+from infrarsi.stages.doctor import DoctorError, load_doctor
+from infrarsi.stages.run import RunResult, load_run
+from infrarsi.study import StoredTrial, TrialStore, open_storage
+
+FORMATS = ("md", "html")
+PLOT_DIR = "report"
+
+
+@dataclass(kw_only=True, slots=True)
+class ReportResult:
+    status: str
+    """ok | refused (the contract is missing or a locked file changed) | error (nothing to report)."""
+    message: str
+    paths: list[str] = field(default_factory=list)
+    """Files written: the documents first, then the plots."""
+    report: Report | None = None
+
+
+def _stored_trials(run: RunResult, contract: Contract) -> list[StoredTrial] | None:
+    """The run's study, read only; None when it is gone (the report then says what it cannot show)."""
+    if run.storage_url.startswith("sqlite:///") and not Path(run.storage_url.removeprefix("sqlite:///")).exists():
+        return None  # opening a missing SQLite file would create an empty one
+    try:
+        study = optuna.load_study(study_name=run.study_name, storage=open_storage(run.storage_url))
+    except (KeyError, OSError, sqlalchemy.exc.SQLAlchemyError):
+        return None
+    return TrialStore(study, contract, []).trials()
+
+
+def report(repo: Path, *, formats: tuple[str, ...] = FORMATS) -> ReportResult:
+    """Gather the report and write it in ``formats`` (any of md, html; none: only return it)."""
+    repo = Path(repo)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        return ReportResult(status="error", message=f"unknown format {unknown[0]!r}; choose from {', '.join(FORMATS)}")
+    try:
+        contract = require_intact(repo)
+    except ContractError as err:
+        return ReportResult(status="refused", message=str(err))
+    try:
+        doctor = load_doctor(repo)
+    except DoctorError as err:
+        return ReportResult(status="error", message=str(err))
+    if doctor is None:
+        return ReportResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; "
+                                                    f"run `infrarsi doctor {repo}` and `infrarsi run {repo}` first")
+    run = load_run(repo)
+    if run is None:
+        return ReportResult(status="error", message=f"no run yet in {repo / STATE_DIR}: nothing to report; "
+                                                    f"run `infrarsi run {repo}` first")
+    gathered = build_report(str(repo), contract, doctor, run, _stored_trials(run, contract))
+    paths: list[Path] = []
+    if formats:
+        state = repo / STATE_DIR
+        plots = draw_all(gathered, state / PLOT_DIR)
+        blocks = document.blocks(gathered, plots)
+        if "md" in formats:
+            paths.append(_write(state / "report.md", markdown.render(blocks, state)))
+        if "html" in formats:
+            paths.append(_write(state / "report.html", html.render(blocks, f"InfraRSI report: {repo.name}")))
+        paths += plots.values()
+    message = run.message or f"run {run.run_id}: {run.status}"
+    return ReportResult(status="ok", message=message, paths=[str(p) for p in paths], report=gathered)
+
+
+def _write(path: Path, text: str) -> Path:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path

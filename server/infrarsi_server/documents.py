@@ -1,0 +1,45 @@
+"""An open document together with the repo it belongs to and the analysis of its current text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from infrarsi_server.analysis import Analysis
+from infrarsi_server.server import InfraRSIServer
+from infrarsi_server.state import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentView:
+    uri: str
+    path: Path
+    document: TextDocument
+    snapshot: Snapshot
+    rel: str | None
+    """Relative to the repo root; None for a file outside it."""
+    text: str
+    key: tuple
+
+    async def analysis(self, server: InfraRSIServer) -> Analysis:
+        return await server.analyses.get(self.key, self.rel, self.text, self.snapshot.contract,
+                                         server.workspace.position_codec)
+
+    def ready(self, server: InfraRSIServer) -> Analysis | None:
+        return server.analyses.peek(self.key)
+
+
+def view(server: InfraRSIServer, uri: str) -> DocumentView | None:
+    """None for documents that are not files (untitled buffers, git diffs…)."""
+    fs_path = to_fs_path(uri)
+    if fs_path is None or not uri.startswith("file:"):
+        return None
+    path = Path(fs_path)
+    document = server.workspace.get_text_document(uri)
+    snapshot = server.repos.for_path(path)
+    text = document.source
+    return DocumentView(uri, path, document, snapshot, snapshot.rel(path), text,
+                        server.analyses.key(path, text, snapshot.contract))

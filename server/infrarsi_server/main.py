@@ -1,0 +1,46 @@
+"""Build the language server from its feature modules and serve it over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from infrarsi_server.features import code_actions, code_lens, commands, diagnostics, hover
+from infrarsi_server.server import InfraRSIServer
+
+FEATURES = (diagnostics, hover, code_actions, code_lens, commands)
+"""Each module's ``setup(server)`` registers its handlers; the order is the order of registration."""
+
+
+def build() -> InfraRSIServer:
+    server = InfraRSIServer()
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: InfraRSIServer, _params: types.InitializedParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        ls.repos.folders = [Path(to_fs_path(f.uri)).resolve() for f in ls.workspace.folders.values()]
+        ls.log(f"InfraRSI server ready for {', '.join(map(str, ls.repos.folders)) or 'no folder'}")
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def folders_changed(ls: InfraRSIServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.repos.folders = [Path(to_fs_path(f.uri)).resolve() for f in ls.workspace.folders.values()]
+
+    for feature in FEATURES:
+        feature.setup(server)
+    return server
+
+
+def main() -> None:
+    # The protocol owns stdout: anything else printing there (a library, a stray print in a stage)
+    # would corrupt the stream, so Python's stdout is pointed at stderr before anything runs.
+    protocol_out = sys.stdout.buffer
+    sys.stdout = sys.stderr
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    build().start_io(sys.stdin.buffer, protocol_out)
+
+

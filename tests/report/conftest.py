@@ -1,0 +1,113 @@
+"""A repo's whole state directory, built with the real save functions and a real Optuna study.
+
+The inputs are the hand-written test data in tests/test_data/report/ (see its README): trial
+results go through TrialStore.begin/finish like the run stage's, the verdicts come from the real
+``judge`` over the stored verification reruns, and run.json is written by ``save_run``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, save_contract
+from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.stages.doctor import DoctorReport, save_doctor
+from infrarsi.stages.run import PatchCheck, RunResult, TrialRow, save_run
+from infrarsi.study import TrialStore, default_storage_url
+from infrarsi.verification import best_promoted, job_seconds, judge
+
+DATA = Path(__file__).parents[1] / "test_data" / "report"
+PATCHES = ["zero_grad_set_to_none", "optimizer_foreach"]
+MIB = 2**20
+
+
+def report_contract(repo: Path) -> Contract:
+    return Contract(
+        workload=Workload(entry="train.py", command=["python", "train.py"], args={"batch_size": 16},
+                          tokens_per_step=2048, seq_len=128, global_batch=16, seed=1337,
+                          warmup_steps=1, measured_steps=4, planned_steps=1000),
+        loss=LossInvariant(compare_steps=5, tolerance=1.9e-5, numerics_tolerance=0.069,
+                           reference=[6.9412, 6.8127, 6.6503, 6.4719, 6.2868]),
+        memory=MemoryBudget(budget_bytes=512 * MIB),
+        scope=Scope(editable=["train.py", "model.py"], locked={"data.py": file_sha256(repo / "data.py")}),
+        knobs=[
+            Knob(name="max_iters", role="steps", type="int", default=200, flag="--max_iters"),
+            Knob(name="micro_batch_size", role="micro_batch", type="int", default=4, flag="--micro_batch_size",
+                 domain=[1, 2, 4, 8], tunable=True),
+            Knob(name="threads", role="threads", type="int", default=2, flag="--threads", domain=[1, 2], tunable=True),
+            Knob(name="dtype", role="dtype", type="str", default="float32", flag="--dtype",
+                 domain=["float32", "bfloat16"], tunable=True),
+            Knob(name="compile", role="compile", type="bool", default=False, flag="--compile", flag_style="store_true",
+                 domain=[False, True], tunable=True),
+            Knob(name="attention", role="attention_impl", type="str", default="manual", source="model.py:9",
+                 domain=["manual", "sdpa"], tunable=True),
+        ],
+    )
+
+
+def build_state(repo: Path) -> RunResult:
+    """Write contract, doctor.json, the study and run.json under ``repo/.infrarsi``."""
+    contract = report_contract(repo)
+    save_contract(contract, repo)
+    doctor_data = json.loads((DATA / "doctor.json").read_text())
+    doctor_data["contract_hash"] = contract.digest()
+    save_doctor(DoctorReport.from_dict(doctor_data), repo)
+
+    storage = default_storage_url(repo)
+    store = TrialStore.open(contract, PATCHES, storage_url=storage)
+    rows, checks = [], []
+    verification: dict[str, list[TrialResult]] = {}
+    planned = contract.workload.planned_steps
+    for entry in json.loads((DATA / "trials.json").read_text()):
+        if entry["kind"] == "interrupted":
+            store.interrupted(store.begin(Candidate(), "search"), entry["wall_s"])
+            continue
+        result = TrialResult.from_dict(entry["result"])
+        trial = store.begin(result.candidate, entry["kind"])
+        trial.set_user_attr("reason", entry["reason"])
+        store.finish(trial, result)
+        rows.append(TrialRow(number=trial.number, kind=entry["kind"], status=result.status.value,
+                             candidate=result.candidate.to_dict(), step_s=result.step_time,
+                             job_s=job_seconds(result, planned), peak_bytes=result.peak_bytes, wall_s=result.wall_s,
+                             detail=result.detail[-300:], reason=entry["reason"]))
+        if entry["kind"] == "validation":
+            name = result.candidate.patches[0]
+            checks.append(PatchCheck(name=name, status="validated" if result.ok else result.status.value,
+                                     reason=result.detail[-300:], cost_s=result.wall_s))
+        if entry["kind"] == "verification":
+            verification.setdefault(result.candidate.key(), []).append(result)
+
+    baseline = store.trials(("baseline",))[0].result
+    noise_floor = doctor_data["noise"]["min_speedup"]
+    verdicts = [
+        judge(runs[0].candidate, verification[baseline.candidate.key()], runs, planned_steps=planned,
+              noise_floor=noise_floor, compare_steps=contract.loss.compare_steps)
+        for key, runs in verification.items() if key != baseline.candidate.key()
+    ]
+    promoted = best_promoted(verdicts)
+    models = json.loads((DATA / "run.json").read_text())
+    run = RunResult(
+        status="ok" if promoted else "no_promotion",
+        message=f"promoted: {promoted.job_speedup[0]:.2f}x faster" if promoted else "no candidate cleared the floor",
+        storage_url=storage, study_name=store.study.study_name, baseline=baseline.to_dict(), trials=rows,
+        patch_checks=checks, verdicts=verdicts, promoted=promoted, noise_floor=noise_floor,
+        spent_s=sum(r.wall_s for r in rows), interrupted_s=store.interrupted_seconds(), **models,
+    )
+    save_run(run, repo)
+    return run
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "gpt"
+    shutil.copytree(DATA / "repo", repo)
+    return repo
+
+
+@pytest.fixture
+def state(repo: Path) -> RunResult:
+    return build_state(repo)

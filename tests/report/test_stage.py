@@ -1,0 +1,49 @@
+"""The report stage: files written, HTML self-contained, refusals."""
+
+from __future__ import annotations
+
+import re
+
+from infrarsi.stages.report import report
+
+
+def test_writes_markdown_html_and_plots_under_the_state_dir(repo, state):
+    result = report(repo)
+    assert result.status == "ok", result.message
+    state_dir = repo / ".infrarsi"
+    assert result.paths[:2] == [str(state_dir / "report.md"), str(state_dir / "report.html")]
+    pngs = sorted((state_dir / "report").glob("*.png"))
+    assert [str(p) for p in sorted(result.paths[2:])] == [str(p) for p in pngs] and len(pngs) == 4
+    md = (state_dir / "report.md").read_text()
+    for words in ("## Baseline against promoted", "python train.py --batch_size=16 --micro_batch_size=8",
+                  "with patches: zero_grad_set_to_none", "+    optimizer.zero_grad(set_to_none=True)",
+                  "✗ miscalibrated", "](report/memory.png)", "| all failures | 7 |"):
+        assert words in md, words
+
+
+def test_html_is_self_contained(repo, state):
+    report(repo, formats=("html",))
+    page = (repo / ".infrarsi" / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
+    assert "<link" not in page and "<script" not in page
+    images = re.findall(r"<img [^>]*src=\"([^\"]+)\"", page)
+    assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert "set_to_none=True" in page and 'class="bad"' in page
+
+
+def test_refuses_when_a_locked_file_changed(repo, state):
+    (repo / "data.py").write_text((repo / "data.py").read_text() + "\nNOISE = 0.2\n")
+    result = report(repo)
+    assert result.status == "refused" and "data.py" in result.message and "changed" in result.message
+    assert not (repo / ".infrarsi" / "report.md").exists()
+
+
+def test_no_run_yet_is_a_clear_error(repo, state):
+    (repo / ".infrarsi" / "run.json").unlink()
+    result = report(repo)
+    assert result.status == "error" and "no run yet" in result.message and "infrarsi run" in result.message
+
+
+def test_no_contract_is_refused(repo):
+    result = report(repo)
+    assert result.status == "refused" and "infrarsi init" in result.message

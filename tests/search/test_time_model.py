@@ -1,0 +1,108 @@
+"""The time model learns effects with shrinking uncertainty, handles censoring and start-up."""
+
+import math
+
+import numpy as np
+import pytest
+
+from infrarsi.runner.result import TrialStatus
+from infrarsi.search.gp import GP
+from infrarsi.priors.types import Prior, PriorTable
+from infrarsi.search.synthetic import DENSE_TIME, Surface, result
+from infrarsi.search.time_model import TimeModel
+
+
+def _history(space, n, seed=0, **surface_kw):
+    surface = Surface(space, DENSE_TIME, {}, base_peak=0.1 * space.budget_bytes, seed=seed, **surface_kw)
+    cands = [space.baseline()] + space.sample(np.random.default_rng(seed), n - 1)
+    return surface, [surface.run(c) for c in cands]
+
+
+def _threads_effect(model, space):
+    """Predicted log change of one thread against two, at the baseline, and its sd."""
+    base = space.baseline()
+    one = space.with_value(base, "threads", 1)
+    pred = model.predict([base, one])
+    return pred.log_step[1] - pred.log_step[0], pred.log_step_sd[1]
+
+
+def test_learns_a_known_effect_and_grows_surer_with_data(dense_space):
+    true = DENSE_TIME["threads=1"]
+    effects, sds = [], []
+    for n in (6, 20, 60):
+        _, history = _history(dense_space, n)
+        effect, sd = _threads_effect(TimeModel(dense_space).fit(history), dense_space)
+        effects.append(effect), sds.append(sd)
+    assert sds[0] > sds[1] > sds[2]
+    assert effects[-1] == pytest.approx(true, abs=0.05)
+    assert abs(effects[-1] - true) <= abs(effects[0] - true) + 0.01
+
+
+def test_predictions_match_the_surface_out_of_sample(dense_space):
+    surface, history = _history(dense_space, 60, seed=3)
+    model = TimeModel(dense_space).fit(history)
+    unseen = [c for c in dense_space.sample(np.random.default_rng(99), 200)
+              if c.key() not in {t.candidate.key() for t in history}]
+    pred = model.predict(unseen)
+    truth = np.array([surface.log_step(c) for c in unseen])
+    assert np.sqrt(np.mean((pred.log_step - truth) ** 2)) < 0.06
+    # The sd is honest: most errors fall within 2 sd.
+    assert np.mean(np.abs(pred.log_step - truth) < 2 * np.sqrt(pred.log_step_sd**2 + 0.02**2)) > 0.8
+
+
+def test_a_right_prior_helps_before_any_data_on_the_setting(dense_space):
+    _, history = _history(dense_space, 12, seed=1)
+    history = [t for t in history if t.candidate.knobs["threads"] == 2]
+    prior = PriorTable.of([Prior(key="threads=1", time_log_mean=math.log(1.8), time_log_sd=0.1,
+                                  mem_log_mean=0.0, mem_log_sd=0.1, source="test")])
+    with_prior, _ = _threads_effect(TimeModel(dense_space, prior).fit(history), dense_space)
+    without, _ = _threads_effect(TimeModel(dense_space).fit(history), dense_space)
+    assert with_prior == pytest.approx(math.log(1.8), abs=0.02)
+    assert abs(without) < 0.2
+
+
+def test_aborted_slow_trials_count_as_slower_than_their_bound(dense_space):
+    base = dense_space.baseline()
+    slow = dense_space.with_value(base, "dtype", "bfloat16")
+    fast = dense_space.with_value(base, "threads", 1)
+    history = [result(base, step=1.0), result(base, step=1.02), result(fast, step=1.75),
+               result(slow, TrialStatus.ABORTED_SLOW, step=3.0)]
+    model = TimeModel(dense_space).fit(history)
+    assert model.predict([slow]).step_s[0] > 3.0
+    # Ignoring the aborted trial would leave bf16 at the baseline's speed.
+    ignored = TimeModel(dense_space).fit(history[:3])
+    assert ignored.predict([slow]).step_s[0] < 1.5
+
+
+def test_projected_job_time_amortizes_start_up(dense_space):
+    surface, history = _history(dense_space, 40, seed=2, startup_effects={"compile=True": 35.0})
+    model = TimeModel(dense_space).fit(history)
+    base = dense_space.baseline()
+    compiled = dense_space.with_value(base, "compile", True)
+    pred = model.predict([base, compiled])
+    assert pred.startup_s[1] - pred.startup_s[0] == pytest.approx(35.0, rel=0.25)
+    assert pred.job_s == pytest.approx(pred.startup_s + dense_space.planned_steps * pred.step_s)
+
+
+def test_gp_gradient_matches_finite_differences():
+    from scipy.optimize import check_grad
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 2, (30, 6)).astype(float)
+    y = X @ rng.normal(0, 0.3, 6) + 0.3 * np.sin(X.sum(1)) + rng.normal(0, 0.05, 30)
+    gp = GP()
+    lin, dist = 0.01 + X @ X.T, ((X[:, None] - X[None]) ** 2).sum(-1)
+    theta = np.log([0.05, 1.5, 0.01])
+    err = check_grad(lambda t: gp._neg_lml(t, X, y, lin, dist)[0], lambda t: gp._neg_lml(t, X, y, lin, dist)[1], theta)
+    assert err < 1e-4 * max(1.0, np.linalg.norm(gp._neg_lml(theta, X, y, lin, dist)[1]))
+
+
+def test_a_start_up_prior_counts_before_any_compiled_trial(dense_space):
+    _, history = _history(dense_space, 10, seed=4)
+    history = [t for t in history if not t.candidate.knobs["compile"]]
+    prior = PriorTable.of([Prior(key="compile=True", time_log_mean=0.0, time_log_sd=0.2, mem_log_mean=0.0,
+                                 mem_log_sd=0.2, source="test", startup_s=40.0)])
+    base = dense_space.baseline()
+    compiled = dense_space.with_value(base, "compile", True)
+    startup = TimeModel(dense_space, prior).fit(history).predict([base, compiled]).startup_s
+    assert startup[0] == pytest.approx(3.0, abs=0.1)
+    assert startup[1] - startup[0] == pytest.approx(40.0, abs=0.5)
