@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from infrarsi.cli import main
+import pytest
+
+from infrarsi.cli import console, main
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    """Captured output is not a terminal: rich would fold the tables at 80 columns."""
+    monkeypatch.setattr(console.console, "width", 240)
 
 
 def test_text_shows_the_tables_the_diff_and_the_reproduce_command(repo, state, capsys):
