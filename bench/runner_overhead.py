@@ -112,18 +112,25 @@ def runner_first_step(repo: Path, log_dir: Path) -> float:
     return seen[0]
 
 
-def oom_kill(workdir: Path, budget: int) -> tuple[float, int]:
-    """(ms from the child's last report under the budget to a dead, reaped tree; bytes seen above)."""
+def oom_kill(workdir: Path, budget: int) -> tuple[float, float, int]:
+    """From the child's last report under the budget: ms until the watchdog froze the tree (it
+    can grow no further), ms until the tree was dead and reaped; bytes seen above the budget."""
     log = workdir / "grower.log"
     process = TrialProcess([sys.executable, "-c", GROWER], cwd=workdir, env=dict(os.environ), log_path=log)
-    watchdog = MemoryWatchdog(process, budget, lambda _: process.kill()).start()
+    frozen: list[float] = []
+
+    def on_exceed(_level: int) -> None:
+        frozen.append(time.time())
+        process.kill()
+
+    watchdog = MemoryWatchdog(process, budget, on_exceed).start()
     process.wait(timeout=60)
     dead = time.time()
     watchdog.stop()
     process.kill()
     reports = [line.split() for line in log.read_text().splitlines()]
     last_under = max(float(t) for t, rss in reports if int(rss) <= budget)
-    return (dead - last_under) * 1000, (watchdog.exceeded_at or 0) - budget
+    return (frozen[0] - last_under) * 1000, (dead - last_under) * 1000, (watchdog.exceeded_at or 0) - budget
 
 
 def main() -> None:
@@ -158,10 +165,13 @@ def main() -> None:
     table.add_row("launch → first step, runner", f"{statistics.median(runner):.2f} s", _spread(runner, 1, "s"))
     table.add_row("runner start-up overhead", f"{statistics.median(runner) - statistics.median(bare):+.2f} s",
                   "copy, spawn, polling")
-    latencies = [ms for ms, _ in kills]
-    overshoot = [b / MB for _, b in kills]
-    table.add_row("OOM: last report under budget → tree dead", f"{statistics.median(latencies):.0f} ms",
-                  f"min {min(latencies):.0f}, max {max(latencies):.0f} ms")
+    detect = [ms for ms, _, _ in kills]
+    dead = [ms for _, ms, _ in kills]
+    overshoot = [b / MB for _, _, b in kills]
+    table.add_row("OOM: under budget → tree frozen", f"{statistics.median(detect):.0f} ms",
+                  f"min {min(detect):.0f}, max {max(detect):.0f} ms (SIGSTOP: growth ends here)")
+    table.add_row("OOM: under budget → tree dead", f"{statistics.median(dead):.0f} ms",
+                  f"min {min(dead):.0f}, max {max(dead):.0f} ms (SIGKILL, kernel frees, reaped)")
     table.add_row("OOM: level seen above budget", f"{statistics.median(overshoot):.0f} MB",
                   f"max {max(overshoot):.0f} MB (budget 300 MB, grows 2 MB at a time)")
     console.print(table)

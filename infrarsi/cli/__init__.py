@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module defines `add_parser(subparsers)`, which registers its command and sets `func`.
-COMMANDS = ("init", "trial", "doctor", "report")
+COMMANDS = ("init", "trial", "doctor", "run", "report", "apply", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:

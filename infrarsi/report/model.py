@@ -283,18 +283,11 @@ def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial]) -> A
 
 
 def _prior_line(data: dict[str, Any]) -> PriorLine:
-    """From a prior check as run.json holds it: flat ``prior_mean``/``prior_sd``, or the Prior itself
-    under ``prior`` (its time or memory half, by quantity)."""
-    quantity = data["quantity"]
-    prior = data.get("prior") or {}
-    half = "time" if quantity == "time" else "mem"
+    """From a prior check as run.json holds it (``PriorCheck.to_dict``)."""
     return PriorLine(
-        key=data["key"], quantity=quantity,
-        prior_mean=float(data.get("prior_mean", prior.get(f"{half}_log_mean", math.nan))),
-        prior_sd=float(data.get("prior_sd", prior.get(f"{half}_log_sd", math.nan))),
-        observed=float(data["observed"]), observed_sd=float(data["observed_sd"]),
-        n_trials=int(data.get("n_trials", 0)), miscalibrated=bool(data["miscalibrated"]),
-        source=str(data.get("source", prior.get("source", ""))),
+        key=data["key"], quantity=data["quantity"], prior_mean=float(data["prior_mean"]),
+        prior_sd=float(data["prior_sd"]), observed=float(data["observed"]), observed_sd=float(data["observed_sd"]),
+        n_trials=int(data["n_trials"]), miscalibrated=bool(data["miscalibrated"]), source=str(data.get("source", "")),
     )
 
 

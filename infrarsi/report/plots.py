@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import LogFormatter
 
 from infrarsi.report.model import Report
 from infrarsi.report import units
@@ -205,11 +205,19 @@ def draw_prices(report: Report, path: Path) -> Path:
     return _save(fig, path)
 
 
+class _Times(LogFormatter):
+    """Log-axis labels as multipliers (×0.5, ×2); minor ones only where the axis spans little."""
+
+    def __call__(self, x, pos=None):
+        label = super().__call__(x, pos)
+        return f"×{label}" if label else label
+
+
 def draw_priors(report: Report, path: Path) -> Path:
     data = prior_plot_data(report)
     quantities = [q for q in ("time", "memory") if any(p.quantity == q for p in data)]
     rows = max(len([p for p in data if p.quantity == q]) for q in quantities)
-    fig = Figure(figsize=(5.5 * len(quantities) + 1, max(2.5, 0.45 * rows + 1.4)))
+    fig = Figure(figsize=(5.5 * len(quantities) + 1, max(2.5, 0.45 * rows + 1.4)), layout="constrained")
     for i, quantity in enumerate(quantities):
         ax = fig.add_subplot(1, len(quantities), i + 1)
         points = [p for p in data if p.quantity == quantity]
@@ -234,8 +242,8 @@ def draw_priors(report: Report, path: Path) -> Path:
         # The same row height in every panel, first setting on top.
         ax.set_ylim(rows - 0.5, -0.5)
         ax.set_xscale("log")
-        for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
-            axis(FuncFormatter(lambda x, _pos: f"×{x:g}"))
+        ax.xaxis.set_major_formatter(_Times(labelOnlyBase=False))
+        ax.xaxis.set_minor_formatter(_Times(labelOnlyBase=False))
         ax.tick_params(axis="x", which="minor", labelsize=7)
         ax.axvline(1.0, color="black", lw=0.8)
         ax.set_xlabel(f"{'step time' if quantity == 'time' else 'peak memory'} × baseline, ± 1 sd")

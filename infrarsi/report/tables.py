@@ -47,7 +47,8 @@ def comparison(report: Report) -> Table:
         ["runs", str(b.runs), str(q.runs) if p else "–", ""],
     ]
     caption = f"Baseline: {b.source}. " + (f"Promoted: {p.source}. " if p else "No candidate was promoted. ")
-    caption += f"Speedups are baseline over candidate with a 95% confidence interval; noise floor {report.noise_floor:.3f}×."
+    caption += ("Speedups are baseline over candidate with a 95% confidence interval; "
+                f"noise floor {report.noise_floor:.3f}×.")
     if report.peak_flops:
         caption += f" MFU against {report.peak_flops}; FLOPs per token are fixed by the contract."
     return Table("Baseline against promoted", ["", "baseline", "promoted", "change"], rows, caption)
@@ -86,7 +87,8 @@ def prices(report: Report) -> Table:
              f"{100 * math.expm1(p.log_effect + p.log_sd):+.1f}%", units.memory(p.bytes_at_baseline)]
             for p in sorted(report.memory_prices, key=lambda p: p.pct)]
     return Table("Memory price per setting", ["setting", "peak change", "± 1 sd", "at the baseline's peak"], rows,
-                 "From the censored (Tobit) fit of log peak memory over every trial; OOMs count as peaks above the budget.")
+                 "From the censored (Tobit) fit of log peak memory over every trial; "
+                 "OOMs count as peaks above the budget.")
 
 
 def _factor(log_mean: float, log_sd: float) -> str:

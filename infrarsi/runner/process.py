@@ -88,10 +88,12 @@ class TrialProcess:
             self._popen.wait(timeout=10)
 
     def _freeze_and_kill(self) -> None:
-        self._signal_all(signal.SIGSTOP)
-        self._discover()
-        self._signal_all(signal.SIGSTOP)
-        self._discover()
+        # Stop until a walk finds no one new: a stopped process cannot fork.
+        stopped: set[int] = set()
+        while set(self._known) - stopped:
+            self._signal_all(signal.SIGSTOP, skip=stopped)
+            stopped |= set(self._known)
+            self._discover()
         members = list(self._known.values())
         self._signal_all(signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -99,8 +101,10 @@ class TrialProcess:
         others = [p for p in members if p.pid != self.pid]
         psutil.wait_procs(others, timeout=5)
 
-    def _signal_all(self, sig: signal.Signals) -> None:
-        for proc in self._known.values():
+    def _signal_all(self, sig: signal.Signals, skip: set[int] = frozenset()) -> None:
+        for pid, proc in list(self._known.items()):
+            if pid in skip:
+                continue
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
 

@@ -132,13 +132,14 @@ class _Trial:
             return False
         patches = self.spec.candidate.patches
         if patches:
-            reason = workspace.apply_patches(patches, self.contract)
+            failure = workspace.apply_patches(patches, self.contract)
             problem = checks.scope_problem(self.contract, workspace.changed(), workspace.root)
             if problem:
                 self.fail(TrialStatus.CONTRACT, f"patches {list(patches)}: {problem}")
                 return False
-            if reason:
-                self.fail(TrialStatus.CRASH, reason)
+            if failure:
+                reason, breaks_scope = failure
+                self.fail(TrialStatus.CONTRACT if breaks_scope else TrialStatus.CRASH, reason)
                 return False
         self.values = trial_knob_values(self.contract, self.spec.candidate.knobs, self.spec.total_steps)
         reason = workspace.write_knobs(source_knobs(self.contract, self.values))

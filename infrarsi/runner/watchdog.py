@@ -36,8 +36,6 @@ class MemoryWatchdog:
         self.peak_bytes = 0
         self.exceeded_at: int | None = None
         """The tree RSS seen above the budget, when that happened."""
-        self.crossed_at: float | None = None
-        """perf_counter() of the poll that saw it."""
         self._process = process
         self._budget = budget_bytes
         self._on_exceed = on_exceed
@@ -67,7 +65,6 @@ class MemoryWatchdog:
             self.peak_bytes = max(self.peak_bytes, rss)
             if self._budget is not None and rss > self._budget:
                 self.exceeded_at = rss
-                self.crossed_at = time.perf_counter()
                 self._on_exceed(rss)
                 return
             self._stop.wait(self._poll_s)

@@ -91,21 +91,23 @@ class Workspace:
                 out.extend(_text_hunks(rel, before, after))
         return out
 
-    def apply_patches(self, names: tuple[str, ...], contract: Contract) -> str | None:
-        """Apply the named patches to the copy; the first failure's reason, if any."""
+    def apply_patches(self, names: tuple[str, ...], contract: Contract) -> tuple[str, bool] | None:
+        """Apply the named patches to the copy. On failure: (reason, whether it broke the scope)."""
         try:
             from infrarsi.patches import apply_patches
         except ImportError as err:
-            return f"patches {list(names)} requested but the patch library cannot be loaded: {err}"
+            return f"patches {list(names)} requested but the patch library cannot be loaded: {err}", False
         try:
-            outcomes = apply_patches(self.root, list(names), contract, contract.memory.device)
+            # LLM diffs live in the user's state directory, which the copy leaves out.
+            outcomes = apply_patches(self.root, list(names), contract, contract.memory.device,
+                                     diff_dir=self.repo / STATE_DIR / "patches")
         except Exception as err:  # a patch that blows up is this candidate's failure, not ours
-            return f"applying patches {list(names)} raised {type(err).__name__}: {err}"
+            return f"applying patches {list(names)} raised {type(err).__name__}: {err}", False
         for outcome in outcomes:
-            status = getattr(outcome, "status", "")
-            if str(getattr(status, "value", status)) == "failed":
-                name = getattr(outcome, "name", "?")
-                return f"patch {name} failed: {getattr(outcome, 'reason', '') or 'no reason given'}"
+            if outcome.status == "failed":
+                reason = outcome.reason or "no reason given"
+                # The patch library marks refusals on scope grounds with this prefix.
+                return f"patch {outcome.name} failed: {reason}", reason.startswith("contract:")
         return None
 
     def write_knobs(self, by_file: dict[str, dict[str, KnobValue]]) -> str | None:

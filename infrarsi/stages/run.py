@@ -18,6 +18,8 @@ from typing import Any
 from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
+from infrarsi.llm import load_llm_config
+from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
@@ -193,7 +195,8 @@ def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) 
     return checks
 
 
-def _applicable_patches(repo: Path, contract: Contract, device: str) -> tuple[list[str], list[PatchCheck]]:
+def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: str = "faster",
+                        doctor: dict[str, Any] | None = None) -> tuple[list[str], list[PatchCheck]]:
     names, skipped = [], []
     found = {name for name, _site in patch_library.find_sites(repo, contract)}
     for name, patch in patch_library.REGISTRY.items():
@@ -203,6 +206,14 @@ def _applicable_patches(repo: Path, contract: Contract, device: str) -> tuple[li
             skipped.append(PatchCheck(name=name, status="skipped", reason="GPU-only patch on a CPU run", cost_s=0.0))
         else:
             names.append(name)
+    llm = load_llm_config(repo)
+    if llm.configured:  # proposals go through the same one-time validation as library patches
+        proposals = cached_proposals(repo, contract, doctor, goal, llm)
+        names += proposals.names
+        skipped += [PatchCheck(name=r.name, status=r.status, reason=f"{r.title}: {r.reason}", cost_s=0.0)
+                    for r in proposals.rejected]
+        if proposals.status != "ok":
+            skipped.append(PatchCheck(name="llm", status="skipped", reason=proposals.message, cost_s=0.0))
     return names, skipped
 
 
@@ -221,6 +232,7 @@ def run(
     bank_url: str | None = None,
     use_bank: bool = True,
     on_event: EventSink = ignore,
+    goal: str = "faster",
 ) -> RunResult:
     """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted."""
     repo = Path(repo)
@@ -233,7 +245,7 @@ def run(
     if doctor is None:
         return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
     device = contract.memory.device
-    patch_names, skipped = _applicable_patches(repo, contract, device)
+    patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict())
     storage_url = storage or default_storage_url(repo)
     context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed,
                            bank_url=bank_url, use_bank=use_bank)

@@ -55,7 +55,6 @@ class Analysis:
     loop: tuple[int, int] | None = None
     """1-based first and last line of the training loop."""
     has_probe: bool = False
-    parses: bool = True
 
 
 def _gate_taken(patch, contract: Contract | None) -> bool:
@@ -106,29 +105,29 @@ def knob_lines(rel: str | None, lines: list[str], contract: Contract | None) -> 
     return out
 
 
-def _loop(text: str) -> tuple[tuple[int, int] | None, bool]:
+def _loop(text: str) -> tuple[int, int] | None:
+    if ".backward(" not in text:  # no training loop without a backward call: spare the parse
+        return None
     try:
         wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
     except cst.ParserSyntaxError:
-        return None, False
+        return None
     loop = training_loop(wrapper.module)
     if loop is None:
-        return None, True
+        return None
     where = wrapper.resolve(PositionProvider)[loop]
-    return (where.start.line, where.end.line), True
+    return where.start.line, where.end.line
 
 
 def analyze(rel: str | None, text: str, contract: Contract | None, codec: PositionCodec) -> Analysis:
     lines = text.splitlines(keepends=True)
-    loop, parses = _loop(text)
     return Analysis(
         text=text,
         lines=lines,
-        patches=_patches(rel, text, contract, codec) if parses and editable(rel, contract) else [],
+        patches=_patches(rel, text, contract, codec) if editable(rel, contract) else [],
         knobs=knob_lines(rel, lines, contract),
-        loop=loop,
+        loop=_loop(text),
         has_probe="probe.step(" in text,
-        parses=parses,
     )
 
 
@@ -149,11 +148,6 @@ class Analyses:
     def key(self, path: Path, text: str, contract: Contract | None) -> tuple:
         return (str(path), hashlib.blake2b(text.encode(), digest_size=16).digest(),
                 contract.digest() if contract else None)
-
-    def peek(self, key: tuple) -> Analysis | None:
-        """The analysis if it is done, without waiting."""
-        future = self._cache.get(key)
-        return future.result() if future is not None and future.done() and not future.exception() else None
 
     async def get(self, key: tuple, rel: str | None, text: str, contract: Contract | None, codec: PositionCodec) -> Analysis:
         future = self._cache.get(key)

@@ -28,9 +28,6 @@ class DocumentView:
         return await server.analyses.get(self.key, self.rel, self.text, self.snapshot.contract,
                                          server.workspace.position_codec)
 
-    def ready(self, server: InfraRSIServer) -> Analysis | None:
-        return server.analyses.peek(self.key)
-
 
 def view(server: InfraRSIServer, uri: str) -> DocumentView | None:
     """None for documents that are not files (untitled buffers, git diffs…)."""

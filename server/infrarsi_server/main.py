@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -36,9 +37,11 @@ def build() -> InfraRSIServer:
 
 
 def main() -> None:
-    # The protocol owns stdout: anything else printing there (a library, a stray print in a stage)
-    # would corrupt the stream, so Python's stdout is pointed at stderr before anything runs.
-    protocol_out = sys.stdout.buffer
+    # The protocol owns stdout: anything else writing there (a stray print in a stage, a C library,
+    # a child process inheriting fd 1) would corrupt the stream. The protocol keeps a private copy
+    # of the descriptor; fd 1 and sys.stdout then lead to stderr.
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     build().start_io(sys.stdin.buffer, protocol_out)

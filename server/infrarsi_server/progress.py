@@ -55,4 +55,6 @@ class WorkDone:
         self._send(types.WorkDoneProgressReport(message=message, cancellable=True))
 
     def end(self, message: str) -> None:
+        """Called on the event loop once the job is over; the token is then free for reuse."""
         self._send(types.WorkDoneProgressEnd(message=message))
+        self.server.work_done_progress.tokens.pop(self.token, None)

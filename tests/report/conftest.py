@@ -16,7 +16,7 @@ import pytest
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, save_contract
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.stages.doctor import DoctorReport, save_doctor
-from infrarsi.stages.run import PatchCheck, RunResult, TrialRow, save_run
+from infrarsi.stages.run import PatchCheck, RunResult, TrialRow, load_run, save_run
 from infrarsi.study import TrialStore, default_storage_url
 from infrarsi.verification import best_promoted, job_seconds, judge
 
@@ -101,13 +101,29 @@ def build_state(repo: Path) -> RunResult:
     return run
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "gpt"
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Path:
+    """Built once: a real study takes seconds to fill on a busy 2-core machine."""
+    repo = tmp_path_factory.mktemp("built") / "gpt"
     shutil.copytree(DATA / "repo", repo)
+    build_state(repo)
     return repo
 
 
 @pytest.fixture
-def state(repo: Path) -> RunResult:
-    return build_state(repo)
+def repo(built: Path, tmp_path: Path) -> Path:
+    """A private copy of the built repo, its run pointing at its own copy of the study."""
+    repo = tmp_path / "gpt"
+    shutil.copytree(built, repo)
+    run = load_run(repo)
+    run.storage_url = default_storage_url(repo)
+    save_run(run, repo)
+    return repo
+
+
+@pytest.fixture
+def bare_repo(tmp_path: Path) -> Path:
+    """The training repo with no InfraRSI state at all."""
+    repo = tmp_path / "bare"
+    shutil.copytree(DATA / "repo", repo)
+    return repo

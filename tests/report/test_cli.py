@@ -15,7 +15,7 @@ def wide_console(monkeypatch):
     monkeypatch.setattr(console.console, "width", 240)
 
 
-def test_text_shows_the_tables_the_diff_and_the_reproduce_command(repo, state, capsys):
+def test_text_shows_the_tables_the_diff_and_the_reproduce_command(repo, capsys):
     assert main(["report", str(repo)]) == 0
     out = capsys.readouterr().out
     for words in ("Baseline against promoted", "all failures", "timeout", "interrupted", "Memory price per setting",
@@ -24,19 +24,19 @@ def test_text_shows_the_tables_the_diff_and_the_reproduce_command(repo, state, c
         assert words in out, words
 
 
-def test_json_is_the_report(repo, state, capsys):
+def test_json_is_the_report(repo, capsys):
     assert main(["report", str(repo), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["job_speedup"][0] > 1 and {t["status"] for t in data["trials"]} >= {"ok", "oom", "timeout"}
 
 
-def test_md_writes_the_file_and_says_where(repo, state, capsys):
+def test_md_writes_the_file_and_says_where(repo, capsys):
     assert main(["report", str(repo), "--format", "md"]) == 0
     assert str(repo / ".infrarsi" / "report.md") in capsys.readouterr().out
     assert not (repo / ".infrarsi" / "report.html").exists()
 
 
-def test_a_refusal_is_an_error_and_a_nonzero_exit(repo, state, capsys):
+def test_a_refusal_is_an_error_and_a_nonzero_exit(repo, capsys):
     (repo / "data.py").write_text("")
     assert main(["report", str(repo)]) == 2
     assert "data.py" in capsys.readouterr().err

@@ -13,26 +13,28 @@ from infrarsi.report import tables
 from infrarsi.report.model import INTERRUPTED, reproduce_command
 from infrarsi.runner.result import Candidate
 from infrarsi.stages.report import report
+from infrarsi.stages.run import load_run
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
 
 
-def test_baseline_and_promoted_come_from_the_same_interleaved_reruns(repo, state):
+def test_baseline_and_promoted_come_from_the_same_interleaved_reruns(repo):
     r = report(repo, formats=()).report
-    verdict = state.promoted
+    verdict = load_run(repo).promoted
     assert verdict is not None and r.job_speedup == verdict.job_speedup
     assert r.baseline.step_s == pytest.approx(statistics.median(verdict.base_step_s))
     assert r.promoted.step_s == pytest.approx(statistics.median(verdict.cand_step_s))
     assert r.promoted.tokens_per_s == pytest.approx(2048 / r.promoted.step_s)
     # FLOPs per token are fixed by the contract: MFU scales with the step time alone.
     doctor = json.loads((repo / ".infrarsi" / "doctor.json").read_text())["efficiency"]
-    assert r.baseline.mfu == pytest.approx(r.baseline.tokens_per_s * doctor["flops_per_token"] / doctor["peak"]["value"])
+    peak = doctor["peak"]["value"]
+    assert r.baseline.mfu == pytest.approx(r.baseline.tokens_per_s * doctor["flops_per_token"] / peak)
     assert r.promoted.mfu == pytest.approx(r.baseline.mfu * r.baseline.step_s / r.promoted.step_s)
     assert r.promoted.peak_bytes == verdict.peak_bytes
     assert r.baseline.runs == r.promoted.runs == 3
 
 
-def test_every_status_with_its_cost_and_the_failure_total(repo, state):
+def test_every_status_with_its_cost_and_the_failure_total(repo):
     r = report(repo, formats=())
     trials = [t["result"] for t in json.loads((DATA / "trials.json").read_text()) if t["kind"] != "interrupted"]
     interrupted = sum(t["wall_s"] for t in json.loads((DATA / "trials.json").read_text()) if t["kind"] == "interrupted")
@@ -47,7 +49,7 @@ def test_every_status_with_its_cost_and_the_failure_total(repo, state):
     assert float(table[INTERRUPTED][2]) == pytest.approx(interrupted)
 
 
-def test_the_reproduce_command_renders_knob_flags(repo, state):
+def test_the_reproduce_command_renders_knob_flags(repo):
     r = report(repo, formats=()).report
     audit = r.promoted_audit
     assert audit.command == "python train.py --batch_size=16 --micro_batch_size=8"
@@ -60,7 +62,7 @@ def test_the_reproduce_command_renders_knob_flags(repo, state):
     assert "--compile" not in reproduce_command(Candidate(knobs={**knobs, "compile": False}), contract)
 
 
-def test_each_verified_candidate_shows_the_hunks_it_ran_with(repo, state):
+def test_each_verified_candidate_shows_the_hunks_it_ran_with(repo):
     r = report(repo, formats=()).report
     by_setting = {a.setting: a for a in r.audits}
     promoted = by_setting["micro_batch_size=8, +zero_grad_set_to_none"]
@@ -72,13 +74,13 @@ def test_each_verified_candidate_shows_the_hunks_it_ran_with(repo, state):
     assert '+ATTENTION = "sdpa"' in other.hunks[0].text
 
 
-def test_a_miscalibrated_prior_is_marked(repo, state):
+def test_a_miscalibrated_prior_is_marked(repo):
     rows = tables.priors(report(repo, formats=()).report).rows
     marked = {row[0] for row in rows if tables.MISCALIBRATED in row}
     assert marked == {"dtype=bfloat16"}
 
 
-def test_a_missing_study_is_a_caveat_not_a_failure(repo, state):
+def test_a_missing_study_is_a_caveat_not_a_failure(repo):
     (repo / ".infrarsi" / "study.db").unlink()
     r = report(repo, formats=()).report
     assert any("could not be opened" in note for note in r.notes)

@@ -8,7 +8,7 @@ from infrarsi.stages.report import report
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_ooms_are_censored_at_the_level_seen_and_never_drawn_as_points(repo, state):
+def test_ooms_are_censored_at_the_level_seen_and_never_drawn_as_points(repo):
     r = report(repo, formats=()).report
     data = memory_plot_data(r)
     ooms = {t.number: t for t in r.trials if t.status == "oom"}
@@ -22,14 +22,14 @@ def test_ooms_are_censored_at_the_level_seen_and_never_drawn_as_points(repo, sta
     assert sorted(c.level_bytes > r.budget_bytes for c in data.censored) == [False, True]
 
 
-def test_prior_plot_marks_the_miscalibrated_and_skips_what_the_data_cannot_show(repo, state):
+def test_prior_plot_marks_the_miscalibrated_and_skips_what_the_data_cannot_show(repo):
     points = {(p.key, p.quantity): p for p in prior_plot_data(report(repo, formats=()).report)}
     assert points[("dtype=bfloat16", "time")].miscalibrated
     assert points[("dtype=bfloat16", "time")].observed[0] > 1 > points[("dtype=bfloat16", "time")].prior[0]
     assert points[("compile=True", "memory")].observed is None  # infinite sd: no data
 
 
-def test_every_plot_is_written_as_a_png(repo, state, tmp_path):
+def test_every_plot_is_written_as_a_png(repo, tmp_path):
     plots = draw_all(report(repo, formats=()).report, tmp_path / "plots")
     assert set(plots) == {"timeline", "memory", "prices", "priors"}
     for path in plots.values():

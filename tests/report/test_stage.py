@@ -7,7 +7,7 @@ import re
 from infrarsi.stages.report import report
 
 
-def test_writes_markdown_html_and_plots_under_the_state_dir(repo, state):
+def test_writes_markdown_html_and_plots_under_the_state_dir(repo):
     result = report(repo)
     assert result.status == "ok", result.message
     state_dir = repo / ".infrarsi"
@@ -21,7 +21,7 @@ def test_writes_markdown_html_and_plots_under_the_state_dir(repo, state):
         assert words in md, words
 
 
-def test_html_is_self_contained(repo, state):
+def test_html_is_self_contained(repo):
     report(repo, formats=("html",))
     page = (repo / ".infrarsi" / "report.html").read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
@@ -31,19 +31,19 @@ def test_html_is_self_contained(repo, state):
     assert "set_to_none=True" in page and 'class="bad"' in page
 
 
-def test_refuses_when_a_locked_file_changed(repo, state):
+def test_refuses_when_a_locked_file_changed(repo):
     (repo / "data.py").write_text((repo / "data.py").read_text() + "\nNOISE = 0.2\n")
     result = report(repo)
     assert result.status == "refused" and "data.py" in result.message and "changed" in result.message
     assert not (repo / ".infrarsi" / "report.md").exists()
 
 
-def test_no_run_yet_is_a_clear_error(repo, state):
+def test_no_run_yet_is_a_clear_error(repo):
     (repo / ".infrarsi" / "run.json").unlink()
     result = report(repo)
     assert result.status == "error" and "no run yet" in result.message and "infrarsi run" in result.message
 
 
-def test_no_contract_is_refused(repo):
-    result = report(repo)
+def test_no_contract_is_refused(bare_repo):
+    result = report(bare_repo)
     assert result.status == "refused" and "infrarsi init" in result.message

@@ -27,6 +27,7 @@ def knobs() -> list[Knob]:
         Knob(name="loss_shift", role="unknown", type="float", default=0.0, flag="--loss_shift"),
         Knob(name="alloc_mb", role="unknown", type="int", default=0, flag="--alloc_mb"),
         Knob(name="in_child", role="unknown", type="bool", default=False, flag="--in_child", flag_style="store_true"),
+        Knob(name="nan_at", role="unknown", type="int", default=-1, flag="--nan_at"),
     ]
 
 

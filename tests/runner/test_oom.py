@@ -44,7 +44,7 @@ def dense_gpt_contract(repo, budget_bytes):
     locked = {name: file_sha256(repo / name) for name in ("data.py", "model.py")}
     return Contract(
         workload=Workload(entry="train.py", command=["python", "train.py"], tokens_per_step=16 * 256,
-                          args={"n_layer": 2, "n_embd": 64, "vocab_size": 256},
+                          args={"batch_size": 16, "block_size": 256, "n_layer": 2, "n_embd": 64, "vocab_size": 256},
                           seq_len=256, global_batch=16, seed=1337, warmup_steps=0, measured_steps=1,
                           planned_steps=200),
         loss=LossInvariant(compare_steps=1, tolerance=1e-5, numerics_tolerance=1e-3),

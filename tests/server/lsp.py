@@ -59,3 +59,16 @@ def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
 def line_of(text: str, needle: str) -> int:
     """0-based line of the first line containing ``needle``."""
     return next(i for i, line in enumerate(text.splitlines()) if needle in line)
+
+
+async def raw_request(client: LanguageClient, method: str, params: Any) -> Any:
+    """A request whose result stays plain JSON.
+
+    lsprotocol's client-side converter turns every CodeAction that carries a ``command`` into a
+    Command (and the command object into its repr); VS Code's client does not. Dropping the
+    expected result type makes pygls keep the JSON as the server sent it.
+    """
+    msg_id = f"raw-{time.monotonic_ns()}"
+    future = client.protocol.send_request(method, params, msg_id=msg_id)
+    client.protocol._result_types.pop(msg_id, None)
+    return await asyncio.wrap_future(future)

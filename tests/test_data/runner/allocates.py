@@ -18,8 +18,9 @@ parser.add_argument("--in_child", action="store_true")
 args = parser.parse_args()
 
 if args.in_child:
-    code = f"import time; b = b\"x\" * ({args.alloc_mb} * 10 * 2**20); time.sleep(600)"
-    child = subprocess.Popen([sys.executable, "-c", code])
+    code = f"import time; b = b'x' * ({args.alloc_mb} * 10 * 2**20); print('held', flush=True); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child.stdout.readline()  # the child holds its memory from here on, however slow it was to start
 held = []
 for it in range(args.max_iters):
     if not args.in_child:

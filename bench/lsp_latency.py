@@ -1,0 +1,180 @@
+"""Language-server latency on a 3,000-line training file: code actions and diagnostics.
+
+A single-file training script (the dense GPT fixture's model blocks repeated under new names,
+then its argparse knobs and training loop) goes into a temporary git repo with an InfraRSI
+contract; the server runs over stdio (``python -m infrarsi_server``) driven by pygls' client.
+
+Measured, from the client's side:
+- diagnostics, cold: didOpen until publishDiagnostics, the document analysed for the first time
+  (every library patch's codemod over the whole file);
+- diagnostics, edited: didChange + didSave of a changed text until publishDiagnostics (the
+  analysis again, since the text changed);
+- diagnostics, saved: didSave of an unchanged text until publishDiagnostics (analysis cached);
+- code actions: textDocument/codeAction at lines spread over the file, half on patch sites.
+Goal: p95 <= 50 ms for code actions.
+
+    .venv/bin/python bench/lsp_latency.py [--requests 50] [--edits 1] [--lines 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "fixtures" / "dense_gpt"
+CLASSES = r"\b(LayerNorm|CausalSelfAttention|MLP|Block|GPTConfig|GPT)\b"
+
+
+def training_file(lines: int) -> str:
+    """The fixture's model code repeated (classes renamed per copy) until ``lines``, then the loop."""
+    model = (FIXTURE / "model.py").read_text()
+    train = (FIXTURE / "train.py").read_text()
+    head, body = model.split("class LayerNorm", 1)
+    body = "class LayerNorm" + body
+    script = train.split('"""', 2)[2].replace("from model import GPT, GPTConfig\n", "")
+    parts = [head]
+    copy = 0
+    while sum(p.count("\n") for p in parts) + script.count("\n") < lines:
+        parts.append(re.sub(CLASSES, lambda m, c=copy: f"{m.group(1)}{c}" if c else m.group(1), body))
+        copy += 1
+    return "".join(parts) + script
+
+
+def make_repo(where: Path, lines: int) -> Path:
+    from infrarsi.stages.init import init
+
+    repo = where / "big_gpt"
+    repo.mkdir()
+    shutil.copy(FIXTURE / "data.py", repo / "data.py")
+    (repo / "train.py").write_text(training_file(lines))
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "big"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    result = init(repo)
+    if not result.ok:
+        raise SystemExit(f"init failed: {result.message}")
+    return repo
+
+
+class Client(LanguageClient):
+    """pygls' client, timing when each document's diagnostics arrive."""
+
+    def __init__(self) -> None:
+        super().__init__("lsp-latency-bench", "1")
+        self.arrived: dict[str, asyncio.Event] = {}
+        self.received: dict[str, list[types.Diagnostic]] = {}
+
+        @self.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def diagnostics(_client, params: types.PublishDiagnosticsParams) -> None:
+            self.received[params.uri] = list(params.diagnostics)
+            self.arrived.setdefault(params.uri, asyncio.Event()).set()
+
+        @self.feature(types.WINDOW_LOG_MESSAGE)
+        def log(_client, params: types.LogMessageParams) -> None:
+            pass
+
+    async def timed(self, uri: str, send) -> float:
+        event = self.arrived.setdefault(uri, asyncio.Event())
+        event.clear()
+        start = time.perf_counter()
+        send()
+        await event.wait()
+        return time.perf_counter() - start
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def bench(repo: Path, requests: int, edits: int) -> list[tuple[str, list[float]]]:
+    client = Client()
+    await client.start_io(sys.executable, "-m", "infrarsi_server")
+    await client.initialize_async(types.InitializeParams(
+        capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True)),
+        root_uri=repo.as_uri(), workspace_folders=[types.WorkspaceFolder(uri=repo.as_uri(), name=repo.name)]))
+    client.initialized(types.InitializedParams())
+    path = repo / "train.py"
+    uri, text = path.as_uri(), path.read_text()
+    rows: list[tuple[str, list[float]]] = []
+
+    cold = await client.timed(uri, lambda: client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))))
+    rows.append(("diagnostics, cold (didOpen)", [cold]))
+    sites = [d.range.start.line for d in client.received[uri] if d.code and d.code != "knob"]
+    print(f"cold analysis {cold:.1f} s: {len(client.received[uri])} diagnostics, {len(sites)} patch sites",
+          file=sys.stderr)
+
+    edited, version = [], 1
+    for i in range(edits):
+        version += 1
+        text = text.replace("# training loop", f"# training loop (edit {i})", 1)
+
+        def change_and_save(v=version, t=text):
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=v),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=t)]))
+            client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+
+        edited.append(await client.timed(uri, change_and_save))
+    if edited:
+        rows.append(("diagnostics, edited (didChange+didSave)", edited))
+
+    saved = [await client.timed(uri, lambda: client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))) for _ in range(requests)]
+    rows.append(("diagnostics, saved unchanged (didSave)", saved))
+
+    n_lines = text.count("\n")
+    lines = [sites[i % len(sites)] + 1 if i % 2 == 0 and sites else (i * 7919) % n_lines for i in range(requests)]
+    actions, offered = [], 0
+    for line in lines:
+        params = types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=types.Position(line=line, character=4), end=types.Position(line=line, character=4)),
+            context=types.CodeActionContext(diagnostics=[]))
+        start = time.perf_counter()
+        result = await client.text_document_code_action_async(params)
+        actions.append(time.perf_counter() - start)
+        offered += len(result or [])
+    rows.append(("textDocument/codeAction", actions))
+    print(f"{offered} code actions offered over {requests} requests", file=sys.stderr)
+
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--edits", type=int, default=1, help="edited saves to time (each re-analyses the file)")
+    parser.add_argument("--lines", type=int, default=3000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = make_repo(Path(tmp), args.lines)
+        n = (repo / "train.py").read_text().count("\n")
+        rows = asyncio.run(bench(repo, args.requests, args.edits))
+    print(f"\nLSP latency, {n}-line training file ({Path(sys.executable).name}, stdio)\n")
+    print(f"| {'request':<42} | {'n':>3} | {'p50 ms':>9} | {'p95 ms':>9} |")
+    print(f"|{'-' * 44}|{'-' * 5}|{'-' * 11}|{'-' * 11}|")
+    for name, values in rows:
+        print(f"| {name:<42} | {len(values):>3} | {statistics.median(values) * 1000:>9.1f} | {pct(values, 0.95) * 1000:>9.1f} |")
+    actions = dict(rows)["textDocument/codeAction"]
+    verdict = "meets" if pct(actions, 0.95) <= 0.050 else "MISSES"
+    print(f"\ncode actions p95 {pct(actions, 0.95) * 1000:.1f} ms: {verdict} the 50 ms goal")
+
+
+if __name__ == "__main__":
+    main()

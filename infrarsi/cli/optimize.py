@@ -1,0 +1,55 @@
+"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply]`: the whole job in one command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.panel import Panel
+
+from infrarsi.cli import report as report_cli
+from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.stages.optimize import optimize
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "optimize",
+        help='init, doctor, run, report (and apply) in one go: infrarsi optimize PATH "faster, fit in 12 GiB"',
+        description="Understands the goal (\"faster\", \"fit in 12 GiB\", \"at most 30 trials\", \"20 minutes\", "
+        "\"don't touch data.py\"), then runs each stage the repo's .infrarsi/ state still needs.",
+    )
+    p.add_argument("path", type=Path, help="the training repository")
+    p.add_argument("goal", nargs="?", default="faster", help='what you want (default: "faster")')
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--trials", type=int, metavar="N", help="search trials (overrides the goal's)")
+    budget.add_argument("--minutes", type=float, metavar="M", help="search time budget (overrides the goal's)")
+    p.add_argument("--apply", action="store_true", help="commit the promoted candidate on a new branch")
+    p.add_argument("--repeats", type=int, default=3, help="doctor's baseline runs (default 3)")
+    p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: sqlite under .infrarsi/)")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    with ProgressSink() as progress:
+        result = optimize(args.path, args.goal, trials=args.trials, minutes=args.minutes, do_apply=args.apply,
+                          doctor_repeats=args.repeats, storage=args.storage, on_event=progress)
+    if args.json:
+        emit_json({
+            "status": result.status, "message": result.message, "stages": result.stages,
+            "run": result.run.to_dict() if result.run else None,
+            "report": result.report.paths if result.report else None,
+            "apply": None if result.apply is None else {"status": result.apply.status, "branch": result.apply.branch,
+                                                        "commit": result.apply.commit, "message": result.apply.message},
+        })
+    elif result.status == "error":
+        err(result.message)
+    else:
+        if result.report is not None and result.report.status == "ok":
+            report_cli.render(result.report.report)
+            console.print(f"report: {', '.join(str(p) for p in result.report.paths)}")
+        if result.apply is not None:
+            console.print(Panel(result.apply.commit_message or result.apply.message, title=result.apply.message, expand=False))
+        console.print(f"[bold]{result.message}[/]")
+    return {"ok": 0, "no_promotion": 0, "interrupted": 130}.get(result.status, 1)

@@ -1,0 +1,324 @@
+"""Source patches proposed by an Anthropic model as unified diffs, checked before any trial.
+
+The model gets the goal, the workload's invariants, the doctor profile and the editable sources,
+and must call ``propose_patches`` with a list of ``{title, rationale, diff}``. A reply without
+exactly that structure is an ERROR result; nothing is stored. Each diff is then checked
+statically, and refused with the status a trial of it would have ended with, at no trial cost:
+
+- ``contract``: touches a locked or out-of-scope file (or a function outside the scope), the
+  probe calls, or a line that assigns a loss or calls a loss function — the loss invariant is
+  the contract's, and a patch may make the job faster, not redefine what it optimizes;
+- ``crash``: the diff is malformed, does not apply to the current sources, or does not compile.
+
+What cannot be seen reliably in a diff — tokens per step, the loss values — the one-time
+validation trial of each accepted diff catches (``contract``, ``numerics``). Accepted diffs are
+stored at ``.infrarsi/patches/<id>.diff`` (InfraRSI's state, never the user's tree) and named
+``llm:<id>``, where ``<id>`` is the first 8 hex digits of the diff's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.llm import LLMConfig, make_client
+from infrarsi.patches.base import APPLIED
+from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, apply_diff, parse_unified_diff
+
+TOOL_NAME = "propose_patches"
+PATCH_DIR = "patches"
+CACHE_FILE = "proposals.json"
+MAX_PATCHES = 5
+"""Each accepted diff costs one validation trial; more than this per request are not taken."""
+MAX_SOURCE_CHARS = 60_000
+MAX_DOCTOR_CHARS = 8_000
+MAX_TITLE_CHARS = 120
+
+# An assignment to a name containing "loss" (``loss =``, ``logits, loss =``, ``loss_sum +=``),
+# or a call of a loss function: these lines define what training minimizes.
+_LOSS_LINE = re.compile(r"\w*loss\w*\s*(?:[-+*/%@]|//)?=(?!=)|cross_entropy|nll_loss", re.IGNORECASE)
+
+SYSTEM = """\
+You are an ML infrastructure engineer making a PyTorch training job faster without changing what
+it computes. Propose source patches as unified diffs against the editable files exactly as given
+(paths relative to the repository, `--- a/<path>` / `+++ b/<path>` headers, correct hunk line
+counts, exact context lines). Never touch locked files, never change the batch, the sequence
+length, the tokens per step, the number of steps, the loss computation, or the `probe.` calls
+that measure the steps. Answer only by calling the propose_patches tool, once; an empty list is
+a valid answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProposedPatch:
+    id: str
+    """First 8 hex digits of the diff's sha256; the patch's name is ``llm:<id>``."""
+    title: str
+    rationale: str
+    diff: str
+    path: Path
+    """Where the diff is stored: ``<repo>/.infrarsi/patches/<id>.diff``."""
+
+    @property
+    def name(self) -> str:
+        return LLM_PREFIX + self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A proposal refused before any trial; ``status`` is what a trial of it would have ended with."""
+
+    id: str
+    title: str
+    status: str
+    """contract | crash."""
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return LLM_PREFIX + self.id
+
+
+@dataclass(slots=True)
+class ProposalResult:
+    status: str
+    """ok | error."""
+    reason: str = ""
+    """On error: not_configured | timeout | connection | rate_limited | api_error | malformed."""
+    message: str = ""
+    patches: list[ProposedPatch] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.patches]
+
+
+def tool_definition() -> dict[str, Any]:
+    entry = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "description": "a few words: what the patch does"},
+            "rationale": {"type": "string", "description": "why it should be faster here"},
+            "diff": {"type": "string", "description": "unified diff against the editable sources as given"},
+        },
+        "required": ["title", "rationale", "diff"],
+    }
+    return {
+        "name": TOOL_NAME,
+        "description": f"Propose up to {MAX_PATCHES} source patches, each as a unified diff.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"patches": {"type": "array", "items": entry, "maxItems": MAX_PATCHES}},
+            "required": ["patches"],
+        },
+    }
+
+
+def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
+    return {rel: (repo / rel).read_text() for rel in contract.scope.editable
+            if rel.endswith(".py") and (repo / rel).is_file()}
+
+
+def _doctor_summary(doctor: dict[str, Any] | None) -> str:
+    if not doctor:
+        return "(not run)"
+    # The per-run step times are long and say nothing the phases and findings do not.
+    return json.dumps({k: v for k, v in doctor.items() if k != "runs"}, default=str)[:MAX_DOCTOR_CHARS]
+
+
+def prompt(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str) -> str:
+    w = contract.workload
+    sources = _editable_sources(repo, contract)
+    per_file = MAX_SOURCE_CHARS // max(len(sources), 1)
+    listing = "\n".join(f"=== {rel}\n{text[:per_file]}" for rel, text in sources.items())
+    scope = ", ".join(contract.scope.functions) or "whole files"
+    return "\n\n".join([
+        f"Goal: {goal}",
+        f"Device: {contract.memory.device}. Workload (fixed, must not change): {w.tokens_per_step} tokens per "
+        f"optimizer step, global batch {w.global_batch}, sequence length {w.seq_len}, "
+        f"{w.warmup_steps} warm-up + {w.measured_steps} measured steps, command {' '.join(w.command)}.",
+        f"Editable files: {', '.join(sources) or '(none)'} (scope: {scope}). "
+        f"Locked files (never touch): {', '.join(contract.scope.locked) or '(none)'}.",
+        "Doctor profile (JSON):\n" + _doctor_summary(doctor),
+        "Editable sources:\n" + listing,
+    ])
+
+
+class MalformedReply(ValueError):
+    """The reply does not have the structure the tool demands."""
+
+
+def parse_reply(message: Any) -> list[dict[str, str]]:
+    """The ``{title, rationale, diff}`` entries of ``message``'s tool call, or :class:`MalformedReply`."""
+    calls = [b for b in message.content if getattr(b, "type", None) == "tool_use" and b.name == TOOL_NAME]
+    if len(calls) != 1:
+        kinds = [getattr(b, "type", "?") for b in message.content]
+        raise MalformedReply(f"expected one {TOOL_NAME} call, got content {kinds} (stop_reason {message.stop_reason})")
+    data = calls[0].input
+    if not isinstance(data, dict) or not isinstance(data.get("patches"), list):
+        raise MalformedReply(f"{TOOL_NAME} input must be an object with a 'patches' list")
+    entries = []
+    for i, item in enumerate(data["patches"]):
+        if not isinstance(item, dict):
+            raise MalformedReply(f"patches[{i}] must be an object")
+        for key in ("title", "rationale", "diff"):
+            if not isinstance(item.get(key), str) or not item[key].strip():
+                raise MalformedReply(f"patches[{i}].{key} must be a non-empty string")
+        entries.append({k: item[k] for k in ("title", "rationale", "diff")})
+    return entries
+
+
+def _normalized(diff: str) -> str:
+    # git apply calls a diff whose last line has no newline corrupt
+    return diff.strip("\n") + "\n"
+
+
+def diff_id(diff: str) -> str:
+    return hashlib.sha256(_normalized(diff).encode()).hexdigest()[:8]
+
+
+def static_problem(repo: Path, contract: Contract, diff: str) -> tuple[str, str] | None:
+    """``(status, reason)`` when ``diff`` must not reach a trial, or None."""
+    try:
+        files = parse_unified_diff(diff)
+    except DiffError as err:
+        return "crash", f"malformed diff: {err}"
+    for f in files:
+        for hunk in f.hunks:
+            for line in hunk:
+                if line[:1] in "+-" and "probe." not in line and _LOSS_LINE.search(line):
+                    return "contract", f"contract: changes the loss computation in {f.path}: {line.strip()!r}"
+    # The diff must apply to the sources as they are now: try it on a scratch copy of its files.
+    # apply_diff also refuses locked, out-of-scope and probe lines, and checks the result compiles.
+    with tempfile.TemporaryDirectory(prefix="infrarsi-llm-") as tmp:
+        scratch = Path(tmp) / "tree"
+        scratch.mkdir()
+        for f in files:
+            source = repo / f.path
+            if source.is_file():
+                (scratch / f.path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, scratch / f.path)
+        diff_path = Path(tmp) / "proposal.diff"
+        diff_path.write_text(diff)
+        outcome = apply_diff(scratch, diff_path, contract)
+    if outcome.status == APPLIED:
+        return None
+    return ("contract" if outcome.reason.startswith("contract:") else "crash"), outcome.reason
+
+
+def patch_dir(repo: Path) -> Path:
+    return Path(repo) / STATE_DIR / PATCH_DIR
+
+
+def _judge(repo: Path, contract: Contract, entries: list[dict[str, str]]) -> ProposalResult:
+    result = ProposalResult(status="ok")
+    seen = set()
+    for entry in entries[:MAX_PATCHES]:
+        diff = _normalized(entry["diff"])
+        pid, title = diff_id(diff), entry["title"].strip()[:MAX_TITLE_CHARS]
+        if pid in seen:
+            continue  # the same diff twice is one proposal
+        seen.add(pid)
+        problem = static_problem(repo, contract, diff)
+        if problem:
+            result.rejected.append(Rejection(id=pid, title=title, status=problem[0], reason=problem[1]))
+            continue
+        path = patch_dir(repo) / f"{pid}.diff"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(diff)
+        result.patches.append(ProposedPatch(id=pid, title=title, rationale=entry["rationale"].strip(),
+                                            diff=diff, path=path))
+    result.message = (f"{len(result.patches)} proposed patches accepted for validation, "
+                      f"{len(result.rejected)} refused before any trial")
+    return result
+
+
+def propose_patches(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str,
+                    config: LLMConfig) -> ProposalResult:
+    """Ask the configured model for patches and check each; never raises for a failed request."""
+    repo = Path(repo)
+    if not config.configured:
+        return ProposalResult(status="error", reason="not_configured", message="no Anthropic API key configured")
+    import anthropic  # seconds to import; only a real request needs it
+
+    def error(reason: str, message: str) -> ProposalResult:
+        return ProposalResult(status="error", reason=reason, message=f"anthropic:{config.model}: {message}")
+
+    try:
+        message = make_client(config).messages.create(
+            model=config.model,
+            max_tokens=config.max_tokens,
+            system=SYSTEM,
+            tools=[tool_definition()],
+            tool_choice={"type": "tool", "name": TOOL_NAME},
+            messages=[{"role": "user", "content": prompt(repo, contract, doctor, goal)}],
+        )
+        entries = parse_reply(message)
+    # Subclasses before their bases: a timeout is a connection error, a 429 a status error.
+    except anthropic.APITimeoutError:
+        return error("timeout", f"timed out after {config.timeout_s:g} s ({config.max_retries} retries)")
+    except anthropic.APIConnectionError as err:
+        return error("connection", f"cannot connect ({err})")
+    except anthropic.RateLimitError as err:
+        return error("rate_limited", f"rate limited (429) after {config.max_retries} retries: {err.message}")
+    except anthropic.APIStatusError as err:
+        return error("api_error", f"HTTP {err.status_code}: {err.message}")
+    except MalformedReply as err:
+        return error("malformed", f"malformed reply: {err}")
+    except (anthropic.APIResponseValidationError, ValueError) as err:
+        # The client raises plain ValueError (JSONDecodeError) on a body that is not JSON.
+        return error("malformed", f"unreadable response: {err}")
+    except anthropic.AnthropicError as err:
+        return error("api_error", str(err))
+    return _judge(repo, contract, entries)
+
+
+def _cache_key(repo: Path, contract: Contract, goal: str, config: LLMConfig) -> str:
+    """Changes when the question would: another goal, model, scope or editable source."""
+    sources = {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in _editable_sources(repo, contract).items()}
+    basis = {"goal": goal, "model": config.model, "sources": sources, "locked": sorted(contract.scope.locked),
+             "functions": contract.scope.functions}
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
+
+
+def _from_cache(repo: Path, key: str) -> ProposalResult | None:
+    try:
+        data = json.loads((patch_dir(repo) / CACHE_FILE).read_text())
+        if data["key"] != key:
+            return None
+        patches = []
+        for p in data["patches"]:
+            path = patch_dir(repo) / f"{p['id']}.diff"
+            patches.append(ProposedPatch(id=p["id"], title=p["title"], rationale=p["rationale"],
+                                         diff=path.read_text(), path=path))
+        rejected = [Rejection(**r) for r in data["rejected"]]
+        return ProposalResult(status="ok", message=data["message"], patches=patches, rejected=rejected)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing, stale or damaged: ask again
+
+
+def cached_proposals(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str,
+                     config: LLMConfig) -> ProposalResult:
+    """:func:`propose_patches`, asked once per goal, model and source state; the answer is kept in
+    ``.infrarsi/patches/proposals.json`` so that running again does not ask (nor pay) again."""
+    repo = Path(repo)
+    key = _cache_key(repo, contract, goal, config)
+    cached = _from_cache(repo, key)
+    if cached is not None:
+        return cached
+    result = propose_patches(repo, contract, doctor, goal, config)
+    if result.status == "ok":  # a failed request is not an answer; the next run asks again
+        data = {"key": key, "goal": goal, "model": config.model, "message": result.message,
+                "patches": [{"id": p.id, "title": p.title, "rationale": p.rationale} for p in result.patches],
+                "rejected": [asdict(r) for r in result.rejected]}
+        path = patch_dir(repo) / CACHE_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    return result

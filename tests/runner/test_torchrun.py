@@ -1,0 +1,32 @@
+"""A torchrun group: per-rank probe files, the slowest rank's time, every worker killed."""
+
+import re
+
+import pytest
+
+from infrarsi.runner.result import Candidate, TrialStatus
+from infrarsi.runner.trial import TrialSpec, run_trial
+
+from .conftest import alive, tree_digest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):
+    repo, contract = make_repo("ranks.py")
+    contract.workload.launcher = "torchrun"
+    contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    before = tree_digest(repo)
+    # Rank 0 goes NaN at step 3 and then every rank hangs: only the runner's kill ends the group.
+    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"nan_at": 3}),
+                                 check_loss=False, timeout_s=120))
+    assert tree_digest(repo) == before
+    assert result.status is TrialStatus.NUMERICS, result.detail
+    assert "loss is nan at step 3" in result.detail
+    # Rank 1 sleeps 4 x 20 ms a step, rank 0 20 ms: the group runs at rank 1's pace.
+    # (Step 0 has no start to time from: the probe is first called at its end.)
+    assert all(t >= 0.08 for t in result.warmup_times[1:] + result.step_times[:1]), result.warmup_times
+    assert result.tokens_per_step == 32
+    workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
+    assert len(workers) == 2
+    assert not [pid for pid in workers if alive(pid)], "a torchrun worker survived"

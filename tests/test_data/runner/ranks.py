@@ -1,0 +1,26 @@
+"""A job for torchrun: rank 1 is four times slower; with --nan_at, rank 0's loss goes NaN at that
+step and every rank then hangs, as a diverged job stuck in a collective would."""
+
+import argparse
+import math
+import os
+import time
+
+from infrarsi import probe
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--max_iters", type=int, default=10)
+parser.add_argument("--batch_size", type=int, default=4)
+parser.add_argument("--block_size", type=int, default=8)
+parser.add_argument("--step_s", type=float, default=0.02)
+parser.add_argument("--nan_at", type=int, default=-1)
+args = parser.parse_args()
+
+rank = int(os.environ.get("RANK", "0"))
+print(f"rank {rank} pid {os.getpid()}", flush=True)
+for it in range(args.max_iters):
+    time.sleep(args.step_s * (1 + 3 * rank))
+    loss = math.nan if it == args.nan_at and rank == 0 else 4.0 * 0.9**it
+    probe.step(loss=loss, tokens=args.batch_size * args.block_size)
+    if it == args.nan_at:
+        time.sleep(600)
