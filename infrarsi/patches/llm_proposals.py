@@ -133,11 +133,16 @@ def _doctor_summary(doctor: dict[str, Any] | None) -> str:
     return json.dumps({k: v for k, v in doctor.items() if k != "runs"}, default=str)[:MAX_DOCTOR_CHARS]
 
 
+def _cut(text: str, limit: int) -> str:
+    # a diff against a cut file cannot apply past the cut; say where it is
+    return text if len(text) <= limit else text[:limit] + f"\n# … cut here ({len(text) - limit} more chars)"
+
+
 def prompt(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str) -> str:
     w = contract.workload
     sources = _editable_sources(repo, contract)
     per_file = MAX_SOURCE_CHARS // max(len(sources), 1)
-    listing = "\n".join(f"=== {rel}\n{text[:per_file]}" for rel, text in sources.items())
+    listing = "\n".join(f"=== {rel}\n{_cut(text, per_file)}" for rel, text in sources.items())
     scope = ", ".join(contract.scope.functions) or "whole files"
     return "\n\n".join([
         f"Goal: {goal}",
@@ -177,7 +182,7 @@ def parse_reply(message: Any) -> list[dict[str, str]]:
 
 def _normalized(diff: str) -> str:
     # git apply calls a diff whose last line has no newline corrupt
-    return diff.strip("\n") + "\n"
+    return diff if diff.endswith("\n") else diff + "\n"
 
 
 def diff_id(diff: str) -> str:
@@ -237,6 +242,8 @@ def _judge(repo: Path, contract: Contract, entries: list[dict[str, str]]) -> Pro
                                             diff=diff, path=path))
     result.message = (f"{len(result.patches)} proposed patches accepted for validation, "
                       f"{len(result.rejected)} refused before any trial")
+    if len(entries) > MAX_PATCHES:
+        result.message += f"; {len(entries) - MAX_PATCHES} beyond the first {MAX_PATCHES} not considered"
     return result
 
 
@@ -282,8 +289,8 @@ def propose_patches(repo: Path, contract: Contract, doctor: dict[str, Any] | Non
 
 def _cache_key(repo: Path, contract: Contract, goal: str, config: LLMConfig) -> str:
     """Changes when the question would: another goal, model, scope or editable source."""
-    sources = {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in _editable_sources(repo, contract).items()}
-    basis = {"goal": goal, "model": config.model, "sources": sources, "locked": sorted(contract.scope.locked),
+    basis = {"goal": goal, "model": config.model, "sources": _editable_sources(repo, contract),
+             "locked": sorted(contract.scope.locked),
              "functions": contract.scope.functions}
     return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
 

@@ -73,6 +73,25 @@ def build_argv(contract: Contract, values: dict[str, KnobValue], python: str = s
     return [*head, *tail, *fixed, *rendered]
 
 
+def local_ranks(contract: Contract, argv: list[str]) -> int | None:
+    """Processes that will write probe files here: 1, torchrun's ``--nproc_per_node``, or None
+    when torchrun picks it (``auto``, ``gpu``…)."""
+    if contract.workload.launcher != "torchrun":
+        return 1
+    entry = _entry_index(argv, contract.workload.entry, offset=1)
+    launcher = argv[:entry]
+    for i, arg in enumerate(launcher):
+        for flag in ("--nproc_per_node", "--nproc-per-node"):
+            if arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+            elif arg == flag and i + 1 < len(launcher):
+                value = launcher[i + 1]
+            else:
+                continue
+            return int(value) if value.isdigit() else None
+    return 1
+
+
 def _entry_index(command: list[str], entry: str, offset: int) -> int:
     """Where the entry script sits in argv; launcher flags go before it."""
     for i in range(offset, len(command)):

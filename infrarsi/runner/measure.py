@@ -91,8 +91,11 @@ class _Rank:
 class StepFeed:
     """Call :meth:`poll` while the trial runs for the steps completed since the last call."""
 
-    def __init__(self, probe_path: Path, log_path: Path):
+    def __init__(self, probe_path: Path, log_path: Path, *, ranks: int | None = 1):
+        """``ranks``: how many processes write probe files (None: unknown, whoever has)."""
         self._probe_path = Path(probe_path)
+        self._expected_ranks = ranks
+        self._finished = False
         self._log = _Tail(Path(log_path))
         self._ranks: dict[Path, _Rank] = {}
         self._log_steps: dict[int, Step] = {}
@@ -111,7 +114,8 @@ class StepFeed:
         return new
 
     def finish(self) -> RunReport:
-        """Read what is left once the run has ended."""
+        """Read what is left once the run has ended; ranks that never wrote no longer count."""
+        self._finished = True
         self.poll()
         self.report.steps = self._steps()[1]
         ranks = self._ordered_ranks()
@@ -147,7 +151,10 @@ class StepFeed:
 
     def _merged_probe_steps(self) -> list[Step]:
         ranks = self._ordered_ranks()
-        if not ranks:
+        # A step counts once every rank has reported it: a rank that has not written its first
+        # line yet must not let the fast ranks' steps through alone.
+        waiting = self._expected_ranks is not None and len(ranks) < self._expected_ranks
+        if not ranks or (waiting and not self._finished):
             return []
         steps = []
         for i in range(min(len(r.steps) for r in ranks)):

@@ -19,7 +19,7 @@ from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner import abort, checks
-from infrarsi.runner.command import build_argv, source_knobs, trial_knob_values
+from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
@@ -162,7 +162,7 @@ class _Trial:
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
         watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill())
-        feed = StepFeed(self.probe_path, self.log_path)
+        feed = StepFeed(self.probe_path, self.log_path, ranks=local_ranks(self.contract, argv))
         watchdog.start()
         try:
             verdict = self._watch(feed, watchdog)

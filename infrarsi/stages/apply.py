@@ -104,7 +104,7 @@ def _pick(run: RunResult, candidate: int | None) -> Verdict | None:
 
 def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) -> ApplyResult:
     """Commit the promoted candidate (or the promoted one that trial ``candidate`` measured)."""
-    repo = Path(repo)
+    repo = Path(repo).resolve()
     contract = require_intact(repo)
     run = load_run(repo)
     if run is None:

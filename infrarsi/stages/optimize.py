@@ -64,7 +64,7 @@ def optimize(
     storage: str | None = None,
     on_event: EventSink = ignore,
 ) -> OptimizeResult:
-    repo = Path(repo)
+    repo = Path(repo).resolve()
     try:
         goal = parse_goal(goal_text, load_llm_config(repo))
     except GoalError as err:

@@ -235,7 +235,7 @@ def run(
     goal: str = "faster",
 ) -> RunResult:
     """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted."""
-    repo = Path(repo)
+    repo = Path(repo).resolve()
     if sampler not in SAMPLERS:
         return RunResult(status="error", message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if trials is None and minutes is None:
@@ -278,8 +278,8 @@ def run(
 def _search(session: _Session, context, patch_names: list[str], result: RunResult) -> None:
     contract = session.contract
     baseline = context.baseline()
-    prior = session.store.trials(("baseline",))
-    base = prior[0].result if prior else session.execute(baseline, "baseline", reason="baseline")
+    measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
+    base = measured[0] if measured else session.execute(baseline, "baseline", reason="baseline")
     if not base.ok:
         raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
     result.baseline = base.to_dict()

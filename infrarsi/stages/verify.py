@@ -50,7 +50,7 @@ def recorded_speedup(message: str) -> tuple[float, float, float] | None:
 
 
 def verify(repo: Path, rev: str, *, rounds: int = 3, on_event: EventSink = ignore) -> VerifyResult:
-    repo = Path(repo)
+    repo = Path(repo).resolve()
     contract = require_intact(repo)
     place = vcs.locate(repo)
     if place is None:

@@ -45,3 +45,17 @@ def test_flagless_knobs_are_grouped_by_their_defining_file(tmp_path):
     values = {"lr": 2e-3, "warm": 5, "step_s": 0.1}
     assert source_knobs(contract, values) == {"config.py": {"lr": 2e-3}, "train.py": {"warm": 5}}
     assert "--lr=0.002" not in build_argv(contract, values)
+
+
+def test_local_ranks_come_from_torchrun_nproc(tmp_path):
+    from infrarsi.runner.command import local_ranks
+
+    contract = contract_for(tmp_path, ["python", "train.py"])
+    assert local_ranks(contract, build_argv(contract, {})) == 1
+    contract.workload.launcher = "torchrun"
+    for command, expected in [(["torchrun", "--nproc_per_node=4", "train.py"], 4),
+                              (["torchrun", "--nproc-per-node", "2", "train.py"], 2),
+                              (["torchrun", "--nproc_per_node=auto", "train.py"], None),
+                              (["torchrun", "train.py", "--nproc_per_node=8"], 1)]:
+        contract.workload.command = command
+        assert local_ranks(contract, build_argv(contract, {})) == expected, command

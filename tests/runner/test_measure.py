@@ -35,7 +35,12 @@ def test_ranks_merge_at_the_slowest_rank_and_the_largest_memory(tmp_path):
     probe = tmp_path / "probe.jsonl"
     write(tmp_path / "probe.jsonl.rank0", [step(0, 0.1, loss=2.0, phases={"forward": 0.05}), step(1, 0.3)])
     write(tmp_path / "probe.jsonl.rank1", [step(0, 0.4, loss=2.5, phases={"forward": 0.3})])
-    feed = StepFeed(probe, tmp_path / "output.log")
+    feed = StepFeed(probe, tmp_path / "output.log", ranks=3)
+    assert feed.poll() == []  # rank 2 has not written yet
+    (tmp_path / "probe.jsonl.rank2").write_text("")
+    assert feed.poll() == []
+    (tmp_path / "probe.jsonl.rank2").unlink()
+    feed = StepFeed(probe, tmp_path / "output.log", ranks=2)
     merged = feed.poll()
     assert [(s.index, s.dt, s.loss, s.phases) for s in merged] == [(0, 0.4, 2.0, {"forward": 0.3})]
     write(tmp_path / "probe.jsonl.rank1", [step(1, 0.2), {"event": "exit", "peak_bytes": 900, "device": "cpu"}])

@@ -12,35 +12,16 @@ from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import LanguageClient
 
 from infrarsi.patches import REGISTRY
-from infrarsi.runner.result import Candidate
-from infrarsi.stages.run import RunResult, TrialRow, save_run
-from infrarsi.verification import Verdict
 from tests.server.conftest import git
 from tests.server.lsp import diagnostics_for, line_of, open_file, until
-
-PROMOTED = Candidate(knobs={"micro_batch_size": 8}, patches=("sdpa_attention",))
-
+from tests.server.runs import promoted_run
 
 def _command(name: str, **options) -> types.ExecuteCommandParams:
     return types.ExecuteCommandParams(command=f"infrarsi.server.{name}", arguments=[options])
 
 
-def _promoted_run(repo: Path) -> RunResult:
-    """The run.json a run leaves when it promotes a candidate (apply reads nothing else of it)."""
-    verdict = Verdict(candidate=PROMOTED, promoted=True, reason="clears the noise floor",
-                      job_speedup=(1.21, 1.12, 1.30), step_speedup=(1.25, 1.15, 1.34),
-                      base_step_s=[0.050, 0.051, 0.049], cand_step_s=[0.040, 0.041, 0.040], max_loss_diff=1e-7,
-                      statuses=["ok", "ok", "ok"])
-    row = TrialRow(number=3, kind="verification", status="ok", candidate=PROMOTED.to_dict(), step_s=0.04,
-                   job_s=9.0, peak_bytes=300 << 20, wall_s=6.0, detail="")
-    run = RunResult(status="ok", message="promoted: 1.21x faster (95% CI low 1.12x)", run_id="20261129-120000-beef",
-                    trials=[row], verdicts=[verdict], promoted=verdict, noise_floor=1.03)
-    save_run(run, repo)
-    return run
-
-
 async def test_apply_commits_the_promoted_candidate_on_a_new_branch(client: LanguageClient, repo: Path):
-    run = _promoted_run(repo)
+    run = promoted_run(repo)
     model_before = (repo / "model.py").read_text()
     head = git(repo, "rev-parse", "HEAD")
     result = await client.workspace_execute_command_async(_command("apply", workspace=str(repo)))

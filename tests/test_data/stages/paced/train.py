@@ -1,0 +1,52 @@
+"""A paced stand-in for a training job, for tests of the stages' logic (search, verification, git).
+
+A real process with the real probe, argparse knobs and a memory footprint, but no torch: its step
+time and memory follow its knobs by construction, so a test knows which setting is best and
+which one does not fit, and a trial costs under a second.
+"""
+
+import argparse
+import time
+
+from infrarsi import probe
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch_size", type=int, default=16, help="global sequences per optimizer step")
+    parser.add_argument("--block_size", type=int, default=8, help="tokens per sequence")
+    parser.add_argument("--micro_batch_size", type=int, default=2, help="sequences per micro-step")
+    parser.add_argument("--threads", type=int, default=1, help="worker threads")
+    parser.add_argument("--activation_checkpointing", action="store_true", help="recompute activations")
+    parser.add_argument("--optimizer_impl", choices=["for-loop", "foreach"], default="for-loop", help="optimizer loop")
+    parser.add_argument("--max_iters", type=int, default=100, help="optimizer steps")
+    parser.add_argument("--seed", type=int, default=1337, help="random seed")
+    args = parser.parse_args()
+
+    assert args.batch_size % args.micro_batch_size == 0, "micro_batch_size must divide batch_size"
+    accum = args.batch_size // args.micro_batch_size
+    # Each micro-step has a fixed overhead, so bigger micro-batches are faster...
+    step_s = 0.010 + 0.012 * accum
+    step_s *= 1.0 if args.threads >= 2 else 1.3
+    step_s *= 1.15 if args.activation_checkpointing else 1.0
+    step_s *= 0.9 if args.optimizer_impl == "foreach" else 1.0
+    # ...and hold more activations, unless they are recomputed.
+    activation_mb = 12 * args.micro_batch_size * (0.5 if args.activation_checkpointing else 1.0)
+
+    held = bytearray(int(activation_mb * 2**20))
+    held[:: 4096] = b"x" * len(held[:: 4096])  # touch every page: resident, not just reserved
+    for it in range(args.max_iters):
+        t0 = time.perf_counter()
+        with probe.phase("forward"):
+            time.sleep(step_s * 0.4)
+        with probe.phase("backward"):
+            time.sleep(step_s * 0.5)
+        with probe.phase("optimizer"):
+            time.sleep(step_s * 0.1)
+        loss = 4.0 * 0.95**it
+        probe.step(loss=loss, tokens=args.batch_size * args.block_size)
+        print(f"iter {it}: loss {loss:.4f}, time {(time.perf_counter() - t0) * 1000:.2f}ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
