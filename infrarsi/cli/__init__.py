@@ -7,22 +7,26 @@ import importlib
 import sys
 
 # Each module defines `add_parser(subparsers)`, which registers its command and sets `func`.
-COMMANDS = ("init", "trial", "doctor", "run", "report", "apply", "verify")
+COMMANDS = ("optimize", "init", "doctor", "run", "report", "apply", "verify", "trial")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command about to run, only its module is imported (the stages pull in
+    torch and scipy, seconds of start-up that `infrarsi apply` should not pay)."""
     parser = argparse.ArgumentParser(
         prog="infrarsi",
         description="Measured, verified speed-ups for PyTorch training jobs.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (command,) if command in COMMANDS else COMMANDS:
         importlib.import_module(f"infrarsi.cli.{name}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

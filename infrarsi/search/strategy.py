@@ -23,6 +23,7 @@ from infrarsi.priors.types import Prior, patch_key
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
+from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import best_ok, failed_keys, measured_keys
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.samplers import InfraRSISampler
@@ -51,6 +52,8 @@ class Strategy:
     priors_source: str
     seeds: list[Candidate] = field(default_factory=list)
     seed: int = 0
+    noise_cv: float = 0.0
+    """Doctor's run-to-run CV of the step time: the time model never assumes less noise."""
     bank: Any = None
     signature: Any = None
     hardware: Any = None
@@ -77,7 +80,8 @@ class Strategy:
         self.space = space
         if self.name == "infrarsi":
             seeds = [s for s in self.seeds if space.is_valid(s)]
-            self.sampler = InfraRSISampler(space, self.priors, seeds, seed=self.seed)
+            self.sampler = InfraRSISampler(space, self.priors, seeds, seed=self.seed,
+                                           noise_floor=max(self.noise_cv, DEFAULT_NOISE_FLOOR))
         elif self.name == "random":
             self.sampler = RandomSampler(space, seed=self.seed)
         elif self.name == "greedy":
@@ -163,7 +167,7 @@ def make_strategy(name: str, *, repo: Path, contract: Contract, doctor, seed: in
     answer = default_provider(load_llm_config(repo)).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
     strategy = Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
-                        hardware=hardware)
+                        hardware=hardware, noise_cv=doctor.noise.effective_cv)
     if use_bank:
         from infrarsi.bank import ExperienceBank, WorkloadSignature
 
