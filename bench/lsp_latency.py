@@ -76,12 +76,12 @@ class Client(LanguageClient):
         self.received: dict[str, list[types.Diagnostic]] = {}
 
         @self.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        def diagnostics(_client, params: types.PublishDiagnosticsParams) -> None:
+        def diagnostics(params: types.PublishDiagnosticsParams) -> None:
             self.received[params.uri] = list(params.diagnostics)
             self.arrived.setdefault(params.uri, asyncio.Event()).set()
 
         @self.feature(types.WINDOW_LOG_MESSAGE)
-        def log(_client, params: types.LogMessageParams) -> None:
+        def log(params: types.LogMessageParams) -> None:
             pass
 
     async def timed(self, uri: str, send) -> float:

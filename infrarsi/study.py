@@ -13,7 +13,9 @@ import hashlib
 import json
 import logging
 import math
+import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +40,16 @@ PATCH_PREFIX = "patch:"
 RESULT_ATTR = "result"
 INTERRUPTED_ATTR = "interrupted_s"
 KIND_ATTR = "kind"
-"""baseline | validation | search | verification."""
+"""baseline | validation | search | verification | claim (a worker's bid to run verification)."""
+BEGAN_ATTR = "began_at"
+"""Wall-clock start of the trial (epoch seconds, the worker's clock)."""
+ALIVE_ATTR = "alive_at"
+"""The worker's clock at its latest heartbeat: a trial failed as stale cost ``alive_at - began_at``."""
+DUPLICATE_ATTR = "duplicate_of"
+"""Set on a trial given up before it ran because another worker had begun the same candidate."""
+HEARTBEAT_ENV = "INFRARSI_HEARTBEAT_S"
+GRACE_ENV = "INFRARSI_HEARTBEAT_GRACE_S"
+LIVE_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def default_storage_url(repo: Path) -> str:
@@ -50,8 +61,11 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         from optuna.storages.journal import JournalFileBackend
 
         return optuna.storages.JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-    # The heartbeat lets a surviving worker fail the trial of one that was killed mid-run.
-    return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+    # The heartbeat lets a surviving worker fail the trial of one that was killed mid-run; shorter
+    # through the environment (tests), whole seconds as Optuna wants.
+    interval = max(1, int(os.environ.get(HEARTBEAT_ENV, "30")))
+    grace = max(interval + 1, int(os.environ.get(GRACE_ENV, str(3 * interval))))
+    return optuna.storages.RDBStorage(url, heartbeat_interval=interval, grace_period=grace)
 
 
 def study_name(contract: Contract) -> str:
@@ -120,12 +134,71 @@ class TrialStore:
         return cls(study, contract, patches)
 
     def begin(self, candidate: Candidate | None, kind: str) -> optuna.Trial:
-        """Start a trial: a given candidate (enqueued, then asked) or the study sampler's choice."""
-        if candidate is not None:
-            self.study.enqueue_trial(to_params(candidate, self.contract, self.patches), skip_if_exists=False)
-        trial = self.study.ask(distributions(self.contract, self.patches))
-        trial.set_user_attr(KIND_ATTR, kind)
+        """Start a trial: a given candidate or the study sampler's choice.
+
+        A given candidate is created in one storage transaction with its params and kind (not
+        enqueued and asked: with several workers on one study, an ask pops whichever worker's
+        enqueued trial is oldest). Its heartbeat starts at once, so a worker killed right after
+        still leaves a trial that goes stale and is failed."""
+        if candidate is None:
+            trial = self.study.ask(distributions(self.contract, self.patches))
+            trial.set_user_attr(KIND_ATTR, kind)
+            trial.set_user_attr(BEGAN_ATTR, time.time())
+        else:
+            trial = self._create(to_params(candidate, self.contract, self.patches),
+                                 distributions(self.contract, self.patches), kind)
+        self._beat(trial._trial_id)
         return trial
+
+    def marker(self, kind: str, **attrs: Any) -> optuna.Trial:
+        """A running trial without params that marks a worker's step (a claim on verification)."""
+        trial = self._create({}, {}, kind, **attrs)
+        self._beat(trial._trial_id)
+        return trial
+
+    def _create(self, params: dict[str, Any], dists: dict[str, Any], kind: str, **attrs: Any) -> optuna.Trial:
+        import datetime as dt
+
+        template = optuna.trial.FrozenTrial(
+            number=-1, state=TrialState.RUNNING, value=None, datetime_start=dt.datetime.now(),
+            datetime_complete=None, params=params, distributions=dists,
+            user_attrs={KIND_ATTR: kind, BEGAN_ATTR: time.time(), **attrs}, system_attrs={},
+            intermediate_values={}, trial_id=-1,
+        )
+        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
+        return optuna.Trial(self.study, trial_id)
+
+    def _beat(self, trial_id: int) -> None:
+        storage = self.study._storage
+        if getattr(storage, "heartbeat_interval", None):
+            storage.record_heartbeat(trial_id)
+
+    def frozen(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
+        return self.study.get_trials(deepcopy=False, states=states)
+
+    def running_candidates(self, kinds: tuple[str, ...], *, exclude: int | None = None) -> list[Candidate]:
+        """Candidates other workers are running now: taken, so not proposed again."""
+        return [from_params(t.params) for t in self.frozen((TrialState.RUNNING,))
+                if t.user_attrs.get(KIND_ATTR) in kinds and t.params and t.number != exclude]
+
+    def earlier_duplicate(self, trial: optuna.Trial, kinds: tuple[str, ...]) -> optuna.trial.FrozenTrial | None:
+        """A live trial of the same candidate and kind begun before ``trial`` (by trial number,
+        which the storage assigns atomically): the race two workers asking at once can lose."""
+        mine = from_params(trial.params).key()
+        for t in self.frozen(LIVE_STATES):
+            if (t.number < trial.number and t.params and t.user_attrs.get(KIND_ATTR) in kinds
+                    and DUPLICATE_ATTR not in t.user_attrs and from_params(t.params).key() == mine):
+                return t
+        return None
+
+    def give_up(self, trial: optuna.Trial, duplicate_of: int) -> None:
+        """Close a trial that never ran (no result, no cost): another worker runs its candidate."""
+        trial.set_user_attr(DUPLICATE_ATTR, duplicate_of)
+        self.study.tell(trial, state=TrialState.FAIL)
+
+    def get(self, number: int) -> optuna.trial.FrozenTrial:
+        storage = self.study._storage
+        return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number))
 
     def candidate_of(self, trial: optuna.Trial) -> Candidate:
         return from_params(trial.params)
@@ -148,9 +221,28 @@ class TrialStore:
         trial.set_user_attr(INTERRUPTED_ATTR, wall_s)
         self.study.tell(trial, state=TrialState.FAIL)
 
-    def fail_stale(self) -> None:
-        """Fail trials whose worker stopped sending heartbeats (killed mid-trial on another machine)."""
-        optuna.storages.fail_stale_trials(self.study)
+    def fail_stale(self) -> list[int]:
+        """Fail trials whose worker stopped sending heartbeats (killed mid-trial, here or on another
+        machine): each is marked interrupted and costed from its start to its last heartbeat. Safe
+        when several workers do it at once. Returns the numbers of the trials this call failed."""
+        storage = self.study._storage
+        if not getattr(storage, "heartbeat_interval", None) or not hasattr(storage, "_get_stale_trial_ids"):
+            return []
+        failed = []
+        for trial_id in storage._get_stale_trial_ids(self.study._study_id):
+            try:
+                frozen = storage.get_trial(trial_id)
+                attrs = frozen.user_attrs
+                began = attrs.get(BEGAN_ATTR, frozen.datetime_start.timestamp() if frozen.datetime_start else None)
+                alive = attrs.get(ALIVE_ATTR, began)
+                cost = max(0.0, float(alive) - float(began)) if began is not None else 0.0
+                storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, cost)
+                storage.set_trial_user_attr(trial_id, "interrupted_by", "worker stopped sending heartbeats")
+                if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                    failed.append(frozen.number)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another worker failed it first
+        return failed
 
     @contextlib.contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
@@ -164,7 +256,9 @@ class TrialStore:
 
         def beat() -> None:
             while not stop.wait(interval):
-                storage.record_heartbeat(trial._trial_id)
+                with contextlib.suppress(Exception):  # a lost beat is retried; the trial must not die of it
+                    storage.set_trial_user_attr(trial._trial_id, ALIVE_ATTR, time.time())
+                    storage.record_heartbeat(trial._trial_id)
 
         storage.record_heartbeat(trial._trial_id)
         thread = threading.Thread(target=beat, name="infrarsi-heartbeat", daemon=True)

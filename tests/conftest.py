@@ -1,4 +1,5 @@
-"""Suite-wide: end-to-end tests (real trials, real git, a real LSP client) run after the fast ones."""
+"""Suite-wide: end-to-end tests (real trials, real git, a real LSP client) run after the fast ones;
+every test runs offline and away from the user's own InfraRSI state."""
 
 from __future__ import annotations
 
@@ -7,3 +8,13 @@ import pytest
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _offline_and_private(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No Anthropic key (nothing leaves the machine; the built-in priors are used) and an experience
+    bank of the test's own (the user's ~/.infrarsi/bank.db is never read or written). A test that
+    wants either sets it again with monkeypatch."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    bank = tmp_path_factory.mktemp("bank") / "bank.db"
+    monkeypatch.setenv("INFRARSI_BANK_URL", f"sqlite:///{bank}")

@@ -3,12 +3,19 @@
 torchrun starts each worker in a session of its own, so killing the trial's process group is not
 enough: the tree is walked with psutil, frozen with SIGSTOP (so nothing forks while it is being
 killed), walked again, and every member gets SIGKILL.
+
+When InfraRSI itself dies without a chance to kill the tree (SIGKILL, OOM killer, a node losing a
+worker of a shared study), the launched process gets a signal from the kernel (Linux
+``PR_SET_PDEATHSIG``): SIGKILL for a plain script, SIGTERM for torchrun, whose agent answers it by
+shutting its whole worker group down (a SIGKILLed agent would leave its workers running).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 import signal
 import subprocess
 import threading
@@ -17,6 +24,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
+
+
+_PR_SET_PDEATHSIG = 1
+try:
+    # Resolved here, not in the forked child: between fork and exec only async-signal-safe work.
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):
+    _prctl = None
+
+
+def _is_torchrun(argv: list[str]) -> bool:
+    return any(Path(a).name == "torchrun" or a == "torch.distributed.run" for a in argv[:3])
+
+
+def _die_with_parent(sig: signal.Signals, parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get ``sig`` when the launching thread's process dies."""
+    if _prctl is None:
+        return None
+
+    def preexec() -> None:
+        _prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the prctl took effect
+            os.kill(os.getpid(), sig)
+
+    return preexec
 
 
 class TrialProcess:
@@ -33,6 +65,7 @@ class TrialProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent(signal.SIGTERM if _is_torchrun(argv) else signal.SIGKILL, os.getpid()),
             )
         self.pid = self._popen.pid
         self._root = psutil.Process(self.pid)

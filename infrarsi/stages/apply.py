@@ -147,5 +147,8 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
             sha = vcs.commit_on_branch(checkout, place, changed, message, branch)
     except git.GitCommandError as err:
         return ApplyResult(status="error", message=f"git failed: {err.stderr.strip() or err}")
+    except git.HookExecutionError as err:  # the user's pre-commit or commit-msg hook said no
+        return ApplyResult(status="error", message=(
+            f"the repository's {Path(str(err.command[0])).name} hook refused the commit: {err.stderr.strip() or err}"))
     return ApplyResult(status="committed", message=f"committed {sha[:10]} on branch {branch}", branch=branch,
                        commit=sha, base=base, diff=diff, paths=changed, flags=flags, commit_message=message)

@@ -25,7 +25,7 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import load_doctor
-from infrarsi.study import TrialStore, default_storage_url
+from infrarsi.study import KIND_ATTR, TrialStore, default_storage_url
 from infrarsi.verification import Verdict, best_promoted, interleave, job_seconds, judge
 
 RUN_FILE = "run.json"
@@ -33,6 +33,12 @@ ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
 VERIFY_ROUNDS = 3
+WAIT_POLL_S = 1.0
+"""How often a worker waiting on another (its baseline, its verification) looks at the study."""
+MEASURING = ("baseline", "validation", "search")
+CLAIM = "claim"
+OUTCOME_ATTR = "outcome"
+DEFERRED_ATTR = "deferred_to"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -128,15 +134,41 @@ class _Session:
         self.on_event = on_event
         self.started = 0
         self.timeout_s: float | None = None
+        # Trials numbered from here on belong to this session's round of the (shared) study.
+        self.first_number = len(store.frozen())
+        self.verified_here = False
 
     def budget_left(self) -> bool:
         if self.max_trials is not None and self.started >= self.max_trials:
             return False
+        if self.round_claims():  # another worker has ended this round's search and verifies it
+            return False
         return self.deadline is None or time.monotonic() < self.deadline
 
+    def round_claims(self) -> list:
+        """Bids on this round's verification, still standing: running, or finished with an outcome."""
+        from optuna.trial import TrialState
+
+        return [t for t in self.store.frozen()
+                if t.number >= self.first_number and t.user_attrs.get(KIND_ATTR) == CLAIM
+                and DEFERRED_ATTR not in t.user_attrs
+                and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
+
+    def grace_s(self) -> float:
+        storage = self.store.study._storage
+        return float(getattr(storage, "grace_period", None) or 0.0)
+
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
-                reason: str = "", oom_as_constraint: bool = False) -> TrialResult:
+                reason: str = "", oom_as_constraint: bool = False,
+                exclusive: tuple[str, ...] = ()) -> TrialResult | None:
+        """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
+        first (as one of those kinds) is given up before it runs: None is returned."""
         trial = self.store.begin(candidate, kind)
+        if exclusive and candidate is not None:
+            earlier = self.store.earlier_duplicate(trial, exclusive)
+            if earlier is not None:
+                self.store.give_up(trial, earlier.number)
+                return None
         candidate = self.store.candidate_of(trial)
         trial.set_user_attr("reason", reason)
         spec = TrialSpec(
@@ -189,7 +221,7 @@ def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) 
             if not session.budget_left():
                 break
             cand = Candidate(knobs=dict(baseline.knobs), patches=(name,))
-            result = session.execute(cand, "validation", reason=f"validate patch {name}")
+            result = _once(session, cand, "validation", reason=f"validate patch {name}")
         status = "validated" if result.ok else result.status.value
         checks.append(PatchCheck(name=name, status=status, reason=result.detail[-300:], cost_s=result.wall_s))
     return checks
@@ -260,7 +292,7 @@ def run(
                    done=0, total=trials))
     try:
         _search(session, context, patch_names, result)
-        _verify(session, context, result)
+        _conclude(session, context, result)
     except _Stop as stop:
         result.status = "error"
         result.message = str(stop)
@@ -269,7 +301,7 @@ def run(
         result.message = "interrupted: every finished trial is kept in the study; run again to continue"
     _summarize(session, context, result, skipped)
     save_run(result, repo)
-    if result.status == "ok":
+    if result.status == "ok" and session.verified_here:  # one worker per round records it in the bank
         context.record_findings(result, store.history())
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
@@ -279,7 +311,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
     contract = session.contract
     baseline = context.baseline()
     measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
-    base = measured[0] if measured else session.execute(baseline, "baseline", reason="baseline")
+    base = measured[0] if measured else _once(session, baseline, "baseline", reason="baseline")
     if not base.ok:
         raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
     result.baseline = base.to_dict()
@@ -289,20 +321,134 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
     validated = [c.name for c in result.patch_checks if c.status == "validated"]
     space = SearchSpace.from_contract(contract, validated)
     context.prepare(space)
+    given_up = 0
     while session.budget_left():
         history = session.store.history()
         incumbent = min((t.step_time for t in history if t.ok and t.step_time), default=None)
         abort = incumbent * ABORT_FACTOR if incumbent else None
-        proposal = context.propose(history)
+        # What other workers are running now is taken: shown to the sampler as tried (a status
+        # that teaches the models nothing), so two workers asking at once get different answers.
+        running = session.store.running_candidates(MEASURING)
+        proposal = context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in running])
         if proposal is None:
+            if running:  # the rest of the space is running elsewhere: it may still fail and be retried
+                time.sleep(WAIT_POLL_S)
+                session.store.fail_stale()
+                continue
             break
         candidate, reason = proposal
-        session.execute(candidate, "search", abort_step_time=abort, reason=reason,
-                        oom_as_constraint=context.oom_as_constraint)
+        # Two workers can still ask in the same instant: the later-numbered trial gives way.
+        if session.execute(candidate, "search", abort_step_time=abort, reason=reason,
+                           oom_as_constraint=context.oom_as_constraint, exclusive=MEASURING) is None:
+            given_up += 1
+            if given_up > 20:
+                raise _Stop("gave way to other workers 20 times in a row: the study's running trials look inconsistent")
+        else:
+            given_up = 0
+
+
+def _once(session: _Session, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
+    """A trial the study needs once whoever runs it (the baseline, a patch's validation): when
+    another worker is running it, wait for its result instead of running it again; when that
+    worker dies (its trial fails as stale), run it here."""
+    from optuna.trial import TrialState
+
+    from infrarsi.study import RESULT_ATTR, from_params
+
+    key = candidate.key()
+    waited: set[int] = set()
+    while True:
+        session.store.fail_stale()
+        same = [t for t in session.store.frozen() if t.user_attrs.get(KIND_ATTR) == kind and t.params
+                and from_params(t.params).key() == key and "duplicate_of" not in t.user_attrs]
+        # Another worker's result counts when it is ok, of this round, or the one waited for; an
+        # older failure is run again.
+        finished = [TrialResult.from_dict(t.user_attrs[RESULT_ATTR]) for t in same if RESULT_ATTR in t.user_attrs
+                    and (t.number >= session.first_number or t.number in waited or t.state is TrialState.COMPLETE)]
+        if finished:
+            return next((r for r in finished if r.ok), finished[-1])
+        running = {t.number for t in same if t.state is TrialState.RUNNING}
+        if running:
+            waited |= running
+            time.sleep(WAIT_POLL_S)
+            continue
+        result = session.execute(candidate, kind, reason=reason, exclusive=(kind,))
+        if result is not None:
+            return result
 
 
 class _Stop(Exception):
     """The search cannot go on (the baseline fails); reported as the run's status, not raised to the user."""
+
+
+def _conclude(session: _Session, context, result: RunResult) -> None:
+    """Verification runs once per round of the study, however many workers share it.
+
+    Each worker that ends its search bids with a claim trial; the claim with the lowest number
+    (numbers are assigned atomically by the storage) wins. The winner waits for the trials other
+    workers are still running, verifies, and stores the outcome on its claim; the others wait for
+    that outcome and report it. A winner that dies stops beating its heartbeat: its claim is failed
+    as stale and the waiting workers bid again.
+    """
+    from optuna.trial import TrialState
+
+    store = session.store
+    while True:
+        claim = store.marker(CLAIM, round_from=session.first_number)
+        standing = session.round_claims()
+        winner = min(standing, key=lambda t: t.number) if standing else None
+        if winner is None or winner.number == claim.number:
+            try:
+                with store.heartbeat(claim):
+                    _wait_for_running(session)
+                    _verify(session, context, result)
+            except BaseException:
+                store.study.tell(claim, state=TrialState.FAIL)
+                raise
+            claim.set_user_attr(OUTCOME_ATTR, {
+                "status": result.status, "message": result.message,
+                "verdicts": [v.to_dict() for v in result.verdicts],
+                "promoted": result.promoted.to_dict() if result.promoted else None,
+            })
+            store.study.tell(claim, state=TrialState.PRUNED)
+            session.verified_here = True
+            return
+        claim.set_user_attr(DEFERRED_ATTR, winner.number)
+        store.study.tell(claim, state=TrialState.PRUNED)
+        outcome = _wait_for_outcome(session)
+        if outcome is not None:
+            number, data = outcome
+            result.status = data["status"]
+            result.message = f"verified by another worker (study trial {number}): {data['message']}"
+            result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
+            result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
+            return
+
+
+def _wait_for_running(session: _Session) -> None:
+    """Until no other worker is running a measuring trial of the study (they count for the ranking)."""
+    from optuna.trial import TrialState
+
+    limit = time.monotonic() + (session.timeout_s or 600.0) + session.grace_s() + 60.0
+    while time.monotonic() < limit:
+        session.store.fail_stale()
+        if not any(t.user_attrs.get(KIND_ATTR) in MEASURING for t in session.store.frozen((TrialState.RUNNING,))):
+            return
+        time.sleep(WAIT_POLL_S)
+
+
+def _wait_for_outcome(session: _Session) -> tuple[int, dict[str, Any]] | None:
+    """The winning claim's outcome; None when no standing claim is left (its worker died)."""
+    while True:
+        session.store.fail_stale()
+        standing = session.round_claims()
+        done = [t for t in standing if OUTCOME_ATTR in t.user_attrs]
+        if done:
+            best = min(done, key=lambda t: t.number)
+            return best.number, best.user_attrs[OUTCOME_ATTR]
+        if not standing:
+            return None
+        time.sleep(WAIT_POLL_S)
 
 
 def _verify(session: _Session, context, result: RunResult) -> None:

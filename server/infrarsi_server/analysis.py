@@ -2,7 +2,7 @@
 
 libcst is slow on big files (every patch parses and walks the whole module: seconds for a few
 thousand lines), so the work runs in one background thread and is cached by the document's
-path, the hash of its text and the contract's digest. Code actions, hover and code lenses then
+path, the hash of its text and the contract's scope and knobs. Code actions, hover and code lenses then
 only look things up: the same patch run that finds the sites also yields the patched source,
 and with it the quick fix's edits.
 """
@@ -139,15 +139,18 @@ def editable(rel: str | None, contract: Contract | None) -> bool:
 
 
 class Analyses:
-    """Analyses by (path, text hash, contract digest), computed one at a time in a thread."""
+    """Analyses by path, text hash and the contract's scope and knobs, computed one at a time in a thread."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infrarsi-analysis")
         self._cache: OrderedDict[tuple, Future] = OrderedDict()
 
     def key(self, path: Path, text: str, contract: Contract | None) -> tuple:
-        return (str(path), hashlib.blake2b(text.encode(), digest_size=16).digest(),
-                contract.digest() if contract else None)
+        # only the parts of the contract an analysis reads: doctor's reference losses do not count
+        scope = None if contract is None else (
+            tuple(contract.scope.editable), contract.memory.device,
+            tuple((k.name, k.role, k.flag, k.source, k.default, tuple(k.domain)) for k in contract.knobs))
+        return str(path), hashlib.blake2b(text.encode(), digest_size=16).digest(), scope
 
     async def get(self, key: tuple, rel: str | None, text: str, contract: Contract | None, codec: PositionCodec) -> Analysis:
         future = self._cache.get(key)

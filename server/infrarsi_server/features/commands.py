@@ -8,6 +8,7 @@ report work-done progress and end with RequestCancelled when the client cancels 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from infrarsi_server.features import diagnostics
 from infrarsi_server.jobs import Job
 from infrarsi_server.progress import WorkDone
 from infrarsi_server.server import InfraRSIServer
+
+_background: set[asyncio.Task] = set()
+"""Running refreshes (the loop only keeps weak references to tasks)."""
+
 
 def _options(server: InfraRSIServer, args: tuple) -> tuple[Path, dict[str, Any]]:
     options = dict(args[0]) if args and isinstance(args[0], dict) else {}
@@ -57,7 +62,10 @@ async def _job(server: InfraRSIServer, name: str, title: str, options: dict, wor
     text = summary(outcome.value)
     progress.end(text)
     server.log(f"{name}: {text}")
-    await diagnostics.refresh(server)  # what the stage wrote changes the diagnostics
+    # what the stage wrote changes the diagnostics; the answer need not wait for them
+    refresh = asyncio.create_task(diagnostics.refresh(server))
+    _background.add(refresh)
+    refresh.add_done_callback(_background.discard)
     return outcome.value
 
 

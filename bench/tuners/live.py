@@ -1,0 +1,105 @@
+"""Live: every method runs the real run stage (real trials, re-verification) on a fixture.
+
+    .venv/bin/python -m bench.tuners.live dense_gpt [--methods infrarsi,tpe] [--seeds 0,1,2] [--trials 20]
+
+The fixture is prepared once as for the table (git copy, budget, the benchmark's reduced space:
+bench/tuners/fixture.py) and doctor'ed once; each (method, seed) runs
+``infrarsi.stages.run.run(copy, trials=N, sampler=..., seed=s)`` on its own copy with a fresh
+SQLite study. ``infrarsi+bank`` gets a bank filled as in replay (one earlier InfraRSI run's
+findings on the fixture's measured table). Because the space is the table's, the *verified*
+speedup of each trial's pick (the best measured run so far, the rule the run stage uses to rank
+peers; re-verification picks the final one) is the table's median for it, and the oracle is the
+table's best. The run's own promotion (its interleaved re-verification against the baseline) is
+reported next to it. Results are appended to bench/out/live_<fixture>.json after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from infrarsi.runner.result import Candidate
+from infrarsi.stages.doctor import doctor
+from infrarsi.stages.run import run
+
+from bench.tuners import report
+from bench.tuners.fixture import prepare
+from bench.tuners.measure_space import DATA
+from bench.tuners.methods import METHODS, sampler_of
+from bench.tuners.replay import DOCS, OUT, record_bank
+from bench.tuners.table import Table
+
+COUNTED = ("baseline", "validation", "search")
+"""Trial kinds that spend the trial budget (re-verification comes after it)."""
+
+
+def records_of(result, table: Table) -> list[dict]:
+    """Per budgeted trial: status, cost, and the verified speedup of the best measured run so far."""
+    out, best, best_job = [], None, float("inf")
+    failed = {json.dumps(t.candidate, sort_keys=True) for t in result.trials if t.status in ("oom", "crash", "numerics")}
+    for row in result.trials:
+        if row.kind not in COUNTED:
+            continue
+        cand = json.dumps(row.candidate, sort_keys=True)
+        if row.status == "ok" and row.job_s and row.job_s < best_job and cand not in failed:
+            best, best_job = row.candidate, row.job_s
+        key = Candidate.from_dict(best).key() if best is not None else None
+        out.append({"kind": row.kind, "status": row.status, "wall_s": row.wall_s, "pick": key,
+                    "speedup": table.speedup(key) if key in table.rows else 1.0})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("fixture")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--trials", type=int, default=20)
+    args = parser.parse_args()
+    table = Table.load(DATA / f"{args.fixture}_space.json")
+    out_path = OUT / f"live_{args.fixture}.json"
+    OUT.mkdir(parents=True, exist_ok=True)
+    done = json.loads(out_path.read_text()) if out_path.exists() else []
+    with tempfile.TemporaryDirectory(prefix="infrarsi-live-") as tmp:
+        prepared = prepare(args.fixture, Path(tmp) / "prepared")
+        doctor(prepared, repeats=2)
+        for method in args.methods.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                repo = Path(tmp) / f"{method}-{seed}" / args.fixture
+                shutil.copytree(prepared, repo)
+                sampler, use_bank = sampler_of(method)
+                bank = f"sqlite:///{tmp}/bank-{method}-{seed}.db"
+                if use_bank:
+                    record_bank(table, bank, 1000 + seed, args.trials)
+                load = os.getloadavg()[0]
+                started = time.perf_counter()
+                result = run(repo, trials=args.trials, sampler=sampler, seed=seed, use_bank=use_bank, bank_url=bank,
+                             storage=f"sqlite:///{repo.parent}/study.db")
+                promoted = result.promoted.job_speedup if result.promoted else None
+                done.append({"method": method, "seed": seed, "load1_start": load, "load1_end": os.getloadavg()[0],
+                             "wall_s": time.perf_counter() - started, "status": result.status,
+                             "message": result.message, "promoted_speedup": promoted,
+                             "records": records_of(result, table)})
+                out_path.write_text(json.dumps(done, indent=1))
+                print(f"{args.fixture} {method} seed {seed}: {result.message} "
+                      f"({time.perf_counter() - started:.0f} s, load {load:.1f})", flush=True)
+    print_summary(done, table, args.trials, args.fixture)
+
+
+def print_summary(done: list[dict], table: Table, trials: int, fixture: str) -> None:
+    runs: dict[str, list[list[dict]]] = {}
+    for entry in done:
+        runs.setdefault(entry["method"], []).append(entry["records"])
+    _, oracle = table.oracle()
+    print(report.summary_table(runs, oracle, trials))
+    print(report.waste_table(runs))
+    report.plot(runs, oracle, trials, DOCS / f"live_{fixture}.png", f"live: {fixture}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Replay: every method on a measured table, many seeds, the run stage's loop with the table as runner.
+
+    .venv/bin/python -m bench.tuners.replay bench/data/dense_gpt_space.json [--seeds 50] [--trials 20]
+    .venv/bin/python -m bench.tuners.replay --overhead [--seeds 2]
+
+A replayed run does what ``infrarsi.stages.run`` does: the baseline, each patch alone on the
+baseline (validation), then search trials with the abort bound at 1.5x the incumbent's step time,
+every trial told to an Optuna study through ``TrialStore`` (so TPE/GP see OOM as the run stage
+shows it to them), 20 trials in all. A trial's result is one of the configuration's measured runs
+(bench/tuners/table.py). After each trial the method's pick is what the run stage would re-verify
+(``Strategy.top_candidates``: InfraRSI's model ranking, the peers' best measured run); its
+*verified* speedup is the table's median speedup for it (1.0 if it ever failed).
+
+``infrarsi+bank``: before each seed the experience bank holds the findings of one earlier
+InfraRSI run (no bank, another seed) on the same table, recorded by ``Strategy.record_findings``:
+the same job tuned again on the same machine, the best case for the bank.
+
+``--overhead``: the wall and CPU time of each method's suggestion (propose + Optuna ask) at 25, 50
+and 100 trials, on the synthetic 7,680-candidate dense space of bench/suggest_overhead.py (a
+measured table is too small to reach 100 distinct trials).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import optuna
+
+from infrarsi.hardware import fingerprint
+from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.search.space import SearchSpace
+from infrarsi.stages.run import ABORT_FACTOR, PatchCheck
+from infrarsi.study import TrialStore
+from infrarsi.verification import Verdict
+
+from bench.tuners import metrics, report
+from bench.tuners.fixture import ROOT
+from bench.tuners.methods import METHODS, strategy
+from bench.tuners.table import Table
+
+OUT = ROOT / "bench" / "out"
+DOCS = ROOT / "docs" / "benchmarks"
+
+
+class _Run:
+    """One method, one seed: the run stage's search loop against ``execute``."""
+
+    def __init__(self, table, method: str, seed: int, execute, bank_url: str | None = None, *, rank: bool = True):
+        """``rank``: find the method's pick after every trial (off when only suggestions are timed)."""
+        self.rank = rank
+        self.table = table
+        self.strategy = strategy(method, table, seed, bank_url)
+        study = optuna.create_study(direction="minimize", sampler=self.strategy.optuna_sampler)
+        self.store = TrialStore(study, table.contract, table.patches)
+        self.execute_result = execute
+        self.history: list[TrialResult] = []
+        self.records: list[dict] = []
+
+    def execute(self, cand: Candidate | None, kind: str, abort: float | None = None, asked: float | None = None):
+        started = asked if asked is not None else time.perf_counter()
+        cpu = time.process_time()
+        trial = self.store.begin(cand, kind)
+        cand = self.store.candidate_of(trial)
+        ask_s = time.perf_counter() - started
+        ask_cpu = time.process_time() - cpu
+        result = self.execute_result(cand, abort)
+        self.store.finish(trial, result, oom_as_constraint=self.strategy.oom_as_constraint)
+        self.history.append(result)
+        # Before the search starts every method has only measured runs to rank (no sampler yet).
+        top = self.strategy.top_candidates(self.history, 1) if self.rank else []
+        self.records.append({"kind": kind, "status": result.status.value, "wall_s": result.wall_s,
+                             "key": cand.key(), "pick": top[0].key() if top else None,
+                             "ask_s": ask_s if kind == "search" else None, "ask_cpu_s": ask_cpu})
+        return result
+
+    def run(self, trials: int) -> list[dict]:
+        base = self.strategy.baseline()
+        self.execute(base, "baseline")
+        self.checks = [PatchCheck(name=p, status=self.execute(Candidate(dict(base.knobs), (p,)), "validation").status.value,
+                                  reason="", cost_s=0.0) for p in self.table.patches]
+        validated = [c.name for c in self.checks if c.status == "ok"]
+        self.strategy.prepare(SearchSpace.from_contract(self.table.contract, validated))
+        while len(self.records) < trials:
+            incumbent = min((t.step_time for t in self.history if t.ok and t.step_time), default=None)
+            asked = time.perf_counter()
+            proposal = self.strategy.propose(self.history)
+            if proposal is None:
+                break
+            self.execute(proposal[0], "search", incumbent * ABORT_FACTOR if incumbent else None, asked)
+        return self.records
+
+
+def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
+    """Fill the bank with one earlier InfraRSI run's findings, as the run stage records them."""
+    rng = np.random.default_rng([seed, 99])
+    earlier = _Run(table, "infrarsi", seed, lambda c, a: table.trial(c, rng, a))
+    records = earlier.run(trials)
+    pick = next((r["pick"] for r in reversed(records) if r["pick"]), None)
+    with_bank = strategy("infrarsi+bank", table, seed, bank_url)
+    earlier.strategy.bank, earlier.strategy.signature = with_bank.bank, with_bank.signature
+    promoted = None
+    if pick and table.speedup(pick) > 1.0:
+        # Re-verification is not replayed: the pick is recorded at its table speedup.
+        s = table.speedup(pick)
+        promoted = Verdict(candidate=table.rows[pick].candidate, promoted=True, reason="replay", job_speedup=(s, s, s))
+    checks = [PatchCheck(name=c.name, status="validated" if c.status == "ok" else c.status, reason="", cost_s=0.0)
+              for c in earlier.checks]
+    earlier.strategy.record_findings(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history)
+
+
+def replay(table: Table, method: str, seed: int, trials: int) -> list[dict]:
+    rng = np.random.default_rng([seed, METHODS.index(method)])
+    with tempfile.TemporaryDirectory() as tmp:
+        bank_url = None
+        if method.endswith("+bank"):
+            bank_url = f"sqlite:///{tmp}/bank.db"
+            record_bank(table, bank_url, 1000 + seed, trials)
+        records = _Run(table, method, seed, lambda c, a: table.trial(c, rng, a), bank_url).run(trials)
+    for rec in records:
+        rec["speedup"] = table.speedup(rec["pick"])
+    return records
+
+
+# --------------------------------------------------------------------------- overhead
+
+
+def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, dict[int, tuple[float, float]]]:
+    """Median wall and CPU seconds of the suggestion that starts trial n, for n in ``sizes``."""
+    from infrarsi.search.synthetic import (DENSE_MEM, DENSE_PATCHES, DENSE_STARTUP, DENSE_TIME, Surface,
+                                           contract_with, dense_knobs)
+
+    contract = contract_with(dense_knobs())
+    fake = SimpleNamespace(contract=contract, patches=DENSE_PATCHES, hardware=fingerprint(), data={})
+    space = SearchSpace.from_contract(contract, DENSE_PATCHES)
+    out: dict[str, dict[int, tuple[float, float]]] = {}
+    for method in methods:
+        samples: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}
+        for seed in range(seeds):
+            surface = Surface(space, DENSE_TIME, DENSE_MEM, base_peak=0.45 * space.budget_bytes,
+                              startup_effects=DENSE_STARTUP, seed=seed)
+            with tempfile.TemporaryDirectory() as tmp:
+                bank = f"sqlite:///{tmp}/bank.db" if method.endswith("+bank") else None
+                run = _Run(fake, method, seed, lambda c, a: surface.run(c), bank, rank=False)
+                run.strategy.prepare(space)
+                for _ in range(max(sizes)):
+                    asked = time.perf_counter()
+                    proposal = run.strategy.propose(run.history)
+                    if proposal is None:
+                        break
+                    run.execute(proposal[0], "search", None, asked)
+            for n in sizes:
+                if len(run.records) >= n:
+                    rec = run.records[n - 1]
+                    samples[n].append((rec["ask_s"], rec["ask_cpu_s"]))
+        out[method] = {n: (statistics.median(a for a, _ in v), statistics.median(c for _, c in v))
+                       for n, v in samples.items() if v}
+        print(f"  overhead {method}: " + ", ".join(f"{n}: {w * 1000:.0f} ms" for n, (w, _) in out[method].items()),
+              flush=True)
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tables", nargs="*", type=Path)
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--overhead", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--plots", type=Path, default=DOCS)
+    args = parser.parse_args()
+    methods = args.methods.split(",")
+    args.out.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()[0]
+    if args.overhead:
+        result = overhead(methods, args.seeds)
+        print(report.overhead_table(result))
+        print(f"(1-minute load average at the start: {load:.1f})")
+        (args.out / "overhead.json").write_text(json.dumps({"load1": load, "seeds": args.seeds, "result": {
+            m: {str(n): v for n, v in r.items()} for m, r in result.items()}}, indent=1))
+        return
+    for path in args.tables:
+        table = Table.load(path)
+        name = table.data["fixture"]
+        runs: dict[str, list[list[dict]]] = {}
+        for method in methods:
+            started = time.perf_counter()
+            runs[method] = [replay(table, method, seed, args.trials) for seed in range(args.seeds)]
+            print(f"  {name} {method}: {args.seeds} seeds in {time.perf_counter() - started:.0f} s", flush=True)
+        oracle_key, oracle = table.oracle()
+        print(f"\n{name}: oracle {oracle:.3f}x ({', '.join(table.space.settings(table.rows[oracle_key].candidate))}), "
+              f"{len(table.rows)} configurations, {args.seeds} seeds x {args.trials} trials (load {load:.1f})")
+        print(report.summary_table(runs, oracle, args.trials))
+        print(report.waste_table(runs))
+        args.plots.mkdir(parents=True, exist_ok=True)
+        report.plot(runs, oracle, args.trials, args.plots / f"replay_{name}.png", f"replay: {name}, {args.seeds} seeds")
+        (args.out / f"replay_{name}.json").write_text(json.dumps({"oracle": oracle, "oracle_key": oracle_key,
+                                                                  "load1": load, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()

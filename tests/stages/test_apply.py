@@ -1,0 +1,157 @@
+"""apply on the paced run: a commit on a new branch in real git, the user's checkout untouched."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import git
+import pytest
+
+from infrarsi.cli import main
+from infrarsi.contract import load_contract
+from infrarsi.stages.apply import apply
+from infrarsi.stages.run import load_run, save_run
+from infrarsi.stages.verify import recorded_speedup
+from tests.stages.conftest import BEST, git_state, tree_digest
+
+
+def _branches(repo: Path) -> list[str]:
+    return sorted(h.name for h in git.Repo(repo).heads)
+
+
+def _defaults_in(source: str) -> dict[str, object]:
+    """Each argparse option's default as a committed train.py defines it (store_true: False unless set)."""
+    out: dict[str, object] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            name = ast.literal_eval(node.args[0]).lstrip("-")
+            kw = {k.arg: k.value for k in node.keywords}
+            store_true = "action" in kw and ast.literal_eval(kw["action"]) == "store_true"
+            out[name] = ast.literal_eval(kw["default"]) if "default" in kw else (False if store_true else None)
+    return out
+
+
+def _no_worktrees_left(repo: Path) -> None:
+    """apply builds its commit in a temporary worktree: it must be gone, and git must not know it."""
+    assert len(git.Repo(repo).git.worktree("list", "--porcelain").split("\n\n")) == 1
+    assert not list((repo / ".git" / "worktrees").glob("*"))
+
+
+def test_apply_commits_the_promoted_candidate_on_a_branch_and_touches_nothing_else(ran):
+    contract, run = load_contract(ran), load_run(ran)
+    (ran / "notes.txt").write_text("the user's own untracked notes\n")  # outside the scope: no refusal
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+
+    result = apply(ran)
+
+    assert result.status == "committed", result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) | {"refs": ""} == before_git | {"refs": ""}
+    _no_worktrees_left(ran)
+    g = git.Repo(ran)
+    assert result.branch == f"infrarsi/{run.run_id}" and _branches(ran) == sorted([before_git["branch"], result.branch])
+    commit = g.commit(result.branch)
+    assert commit.hexsha == result.commit and [p.hexsha for p in commit.parents] == [contract.base_commit]
+    # Only in-scope files change, and exactly the promoted settings are written as defaults.
+    changed = sorted(commit.stats.files)
+    assert changed == result.paths == ["train.py"] and all(contract.scope.allows(p) for p in changed)
+    defaults = _defaults_in(commit.tree["train.py"].data_stream.read().decode())
+    assert {k: defaults[k] for k in BEST} == BEST
+    assert _defaults_in((ran / "train.py").read_text()) == defaults | {  # the base: the workload is kept
+        "micro_batch_size": 2, "threads": 1, "activation_checkpointing": False, "optimizer_impl": "for-loop"}
+    assert "data.py" not in commit.stats.files and "notes.txt" not in commit.tree
+    assert result.flags == []
+    # The evidence is in the message, and verify can read the recorded speedup back.
+    message = commit.message
+    assert message == result.commit_message
+    point, low, high = run.promoted.job_speedup
+    assert recorded_speedup(message) == (round(point, 2), round(low, 2), round(high, 2))
+    for words in (f"Run {run.run_id}", "noise floor", "95% CI", "interleaved reruns", "peak memory",
+                  f"trials: {len(run.trials)}", "oom", "Audited paths", "  train.py"):
+        assert words in message, (words, message)
+    for name, value in BEST.items():
+        assert f"{name}={value}" in message
+    # The branch exists already: a second apply refuses and creates nothing.
+    again = apply(ran)
+    assert again.status == "refused" and "already exists" in again.message
+    assert _branches(ran) == sorted([before_git["branch"], result.branch])
+
+
+def test_apply_refuses_uncommitted_changes_in_the_editable_scope(ran):
+    train = ran / "train.py"
+    train.write_text(train.read_text() + "\n# work in progress\n")
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran)
+    assert result.status == "refused" and "train.py" in result.message and "uncommitted" in result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    # Staged but not committed is refused too.
+    git.Repo(ran).index.add(["train.py"])
+    staged = apply(ran)
+    assert staged.status == "refused" and "train.py" in staged.message
+    assert len(_branches(ran)) == 1
+
+
+def test_apply_without_git_is_a_clear_error_and_creates_no_repository(ran):
+    shutil.rmtree(ran / ".git")
+    before = tree_digest(ran)
+    result = apply(ran)
+    assert result.status == "error" and "not in a git repository" in result.message
+    assert "git init" in result.message and not result.branch
+    assert not (ran / ".git").exists() and tree_digest(ran) == before
+
+
+def test_dry_run_shows_the_change_and_writes_nothing(ran, capsys):
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran, dry_run=True)
+    assert result.status == "dry_run" and not result.commit and not result.branch
+    assert result.paths == ["train.py"] and "+    parser.add_argument(\"--micro_batch_size\", type=int, default=16" in result.diff
+    assert result.commit_message.startswith("infrarsi: ")
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    _no_worktrees_left(ran)
+    # The command line says the same and exits 0.
+    assert main(["apply", str(ran), "--dry-run", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "dry_run" and shown["diff"] == result.diff
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+
+
+def test_a_pre_commit_hook_that_rejects_leaves_no_branch_behind(ran):
+    hooks = ran.parent / "hooks"
+    hooks.mkdir()
+    hook = hooks / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'no commits on Fridays' >&2\nexit 1\n")
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
+    with git.Repo(ran).config_writer() as config:
+        config.set_value("core", "hooksPath", str(hooks))
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran)
+    assert result.status == "error" and "hook" in result.message, result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    _no_worktrees_left(ran)
+
+
+def test_a_patch_that_no_longer_applies_leaves_no_branch_behind(ran):
+    run = load_run(ran)
+    run.promoted.candidate = type(run.promoted.candidate)(knobs=dict(BEST), patches=("no_such_patch",))
+    save_run(run, ran)
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran)
+    assert result.status == "error" and "no_such_patch" in result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    _no_worktrees_left(ran)
+
+
+def test_apply_before_a_run_says_what_to_do(prepared):
+    result = apply(prepared)
+    assert result.status == "error" and "infrarsi run" in result.message
+    assert len(_branches(prepared)) == 1
+
+
+@pytest.mark.parametrize("trial", [0, 9999])
+def test_a_candidate_that_was_not_promoted_is_not_applied(ran, trial):
+    result = apply(ran, candidate=trial)  # trial 0 is the baseline
+    assert result.status == "error" and "not a promoted candidate" in result.message
+    assert len(_branches(ran)) == 1

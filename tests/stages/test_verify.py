@@ -1,0 +1,73 @@
+"""verify: a commit and its base rerun interleaved in temporary worktrees; exit 1 when not faster."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import git
+
+from infrarsi.cli import main
+from infrarsi.stages.apply import apply
+from infrarsi.stages.verify import verify
+from tests.stages.conftest import USER, git_state, tree_digest
+
+
+def _commit_edit(repo: Path, edit, message: str) -> str:
+    """The user commits an edit of train.py on their branch; the sha."""
+    train = repo / "train.py"
+    train.write_text(edit(train.read_text()))
+    g = git.Repo(repo)
+    g.index.add(["train.py"])
+    return g.index.commit(message, author=USER, committer=USER).hexsha
+
+
+def _set_default(source: str, flag: str, value: str) -> str:
+    changed, n = re.subn(rf'("--{flag}", type=int, default=)\d+', rf"\g<1>{value}", source)
+    assert n == 1, flag
+    return changed
+
+
+def test_the_applied_commit_holds(ran, capsys):
+    applied = apply(ran)
+    assert applied.status == "committed", applied.message
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    code = main(["verify", str(ran), applied.branch, "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 0, shown
+    assert shown["status"] == "holds" and shown["rev"] == applied.commit and shown["base"] == applied.base
+    assert shown["statuses"] == ["ok"] * 6
+    point, low, _high = shown["speedup"]
+    assert low > shown["noise_floor"] and point > 3  # the paced best is ~5x the baseline
+    assert shown["recorded"] is not None and shown["speedup"][2] >= shown["recorded"][1]
+    # The user's checkout is untouched; the worktrees are gone.
+    assert git_state(ran) == before_git
+    assert {k: v for k, v in tree_digest(ran).items() if not k.startswith(".infrarsi/verify/")} == \
+        {k: v for k, v in before_tree.items() if not k.startswith(".infrarsi/verify/")}
+
+
+def test_a_commit_that_only_edits_a_comment_does_not_hold(prepared, capsys):
+    sha = _commit_edit(prepared, lambda s: s.replace('"""A paced stand-in', '"""(Reviewed.) A paced stand-in'),
+                       "docs: a comment")
+    code = main(["verify", str(prepared), sha, "--rounds", "2", "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 1, shown
+    assert shown["status"] == "regressed" and shown["recorded"] is None
+    point, low, _high = shown["speedup"]
+    assert low <= shown["noise_floor"] and 0.9 < point < 1.1
+
+
+def test_a_slower_commit_does_not_hold(prepared, capsys):
+    slower = lambda s: _set_default(_set_default(s, "threads", "1"), "micro_batch_size", "1")  # noqa: E731
+    sha = _commit_edit(prepared, slower, "use fewer resources")
+    code = main(["verify", str(prepared), sha, "--rounds", "2"])
+    printed = capsys.readouterr().out
+    assert code == 1 and "does not hold" in printed, printed
+    result = verify(prepared, sha, rounds=2)
+    assert result.status == "regressed" and result.speedup[0] < 0.8 and result.speedup[2] < 1
+
+
+def test_an_unknown_revision_is_an_error(prepared, capsys):
+    assert main(["verify", str(prepared), "infrarsi/no-such-run"]) == 1
+    assert "unknown revision" in capsys.readouterr().err
