@@ -21,7 +21,6 @@ import pytest
 PG_ENV = "INFRARSI_TEST_PG_URL"
 ROOT = Path(__file__).resolve().parents[2]
 PACED = ROOT / "tests" / "test_data" / "stages" / "paced" / "train.py"
-INFRARSI = [sys.executable, "-m", "infrarsi.cli"] if not shutil.which("infrarsi") else None
 HEARTBEAT_S = 1
 GRACE_S = 4
 
@@ -99,10 +98,10 @@ def worker_env(pg: str) -> dict[str, str]:
 
 
 def start_worker(repo: Path, pg: str, trials: int, log: Path) -> subprocess.Popen:
-    out = open(log, "w")
-    return subprocess.Popen([*infrarsi_cmd(), "run", str(repo), "--storage", pg, "--trials", str(trials), "--json"],
-                            stdout=out, stderr=subprocess.STDOUT if False else open(log.with_suffix(".err"), "w"),
-                            env=worker_env(pg))
+    """`infrarsi run` as its own process: JSON summary to ``log``, progress to ``log.err``."""
+    with open(log, "w") as out, open(log.with_suffix(".err"), "w") as err:
+        return subprocess.Popen([*infrarsi_cmd(), "run", str(repo), "--storage", pg, "--trials", str(trials), "--json"],
+                                stdout=out, stderr=err, env=worker_env(pg))
 
 
 def finish_worker(proc: subprocess.Popen, log: Path, timeout: float = 600) -> dict:

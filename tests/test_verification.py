@@ -1,0 +1,101 @@
+"""Re-verification: interleaved order, and the judge that promotes only a speedup beyond the noise."""
+
+from __future__ import annotations
+
+import pytest
+
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.verification import Verdict, best_promoted, interleave, job_seconds, judge
+
+BASE = Candidate(knobs={"micro_batch_size": 2})
+FAST = Candidate(knobs={"micro_batch_size": 16})
+PLANNED = 100
+LOSSES = [4.0, 3.8, 3.61, 3.43]
+
+
+def runs(candidate: Candidate, steps: list[float], *, status=TrialStatus.OK, startup=1.0, losses=LOSSES,
+         peak=50_000_000) -> list[TrialResult]:
+    return [TrialResult(status=status, candidate=candidate, step_times=[s] * 5, losses=list(losses),
+                        tokens_per_step=128, peak_bytes=peak, startup_s=startup, wall_s=2.0,
+                        detail="" if status is TrialStatus.OK else f"ended {status.value}")
+            for s in steps]
+
+
+def decide(base, cand, floor=1.02, candidate=FAST) -> Verdict:
+    return judge(candidate, base, cand, planned_steps=PLANNED, noise_floor=floor, compare_steps=3)
+
+
+def test_job_seconds_is_start_up_plus_the_planned_steps():
+    (run,) = runs(FAST, [0.02], startup=3.0)
+    assert job_seconds(run, PLANNED) == pytest.approx(3.0 + 100 * 0.02)
+    assert job_seconds(runs(FAST, [0.02], startup=None)[0], PLANNED) == pytest.approx(2.0)
+    assert job_seconds(TrialResult(status=TrialStatus.OOM, candidate=FAST), PLANNED) is None
+
+
+def test_a_clear_speedup_with_every_rerun_ok_is_promoted():
+    verdict = decide(runs(BASE, [0.138, 0.139, 0.1385]), runs(FAST, [0.0233, 0.0234, 0.0232],
+                                                                  losses=[4.0, 3.8, 3.6100001, 99.0]))
+    assert verdict.promoted and "clears the noise floor 1.020" in verdict.reason
+    point, low, high = verdict.job_speedup
+    assert low > 1.02 and low < point < high
+    assert point == pytest.approx((1 + 100 * 0.1385) / (1 + 100 * 0.0233), rel=0.01)
+    assert verdict.step_speedup[0] == pytest.approx(0.1385 / 0.0233, rel=0.01)
+    assert verdict.statuses == ["ok"] * 3 and verdict.peak_bytes == 50_000_000
+    assert verdict.base_step_s == [0.138, 0.139, 0.1385]
+    # Losses are compared over the contract's first steps only (step 4 differs, outside them).
+    assert verdict.max_loss_diff == pytest.approx(1e-7, abs=1e-6)
+    assert Verdict.from_dict(verdict.to_dict()) == verdict
+
+
+def test_a_rerun_that_fails_refuses_the_promotion_however_fast_the_others():
+    cand = runs(FAST, [0.023, 0.023]) + runs(FAST, [0.0], status=TrialStatus.OOM)
+    verdict = decide(runs(BASE, [0.138, 0.139, 0.1385]), cand)
+    assert not verdict.promoted and verdict.job_speedup is None
+    assert verdict.reason.startswith("1 of 3 reruns ended oom") and verdict.statuses == ["ok", "ok", "oom"]
+    numerics = runs(FAST, [0.023, 0.023], status=TrialStatus.NUMERICS)
+    assert "ended numerics" in decide(runs(BASE, [0.138, 0.139]), numerics).reason
+
+
+def test_a_speedup_inside_the_noise_is_not_promoted():
+    # 1% faster, the floor is 2%: however tight the interval, its low bound is under the floor.
+    verdict = decide(runs(BASE, [0.1000, 0.1001, 0.0999]), runs(FAST, [0.0990, 0.0991, 0.0989]))
+    assert not verdict.promoted and verdict.job_speedup[0] > 1
+    assert "does not clear the noise floor 1.020" in verdict.reason
+    # A big but noisy speedup: the point clears the floor, the interval's low bound does not.
+    noisy = decide(runs(BASE, [0.10, 0.20, 0.30]), runs(FAST, [0.05, 0.15, 0.25]))
+    assert noisy.job_speedup[0] > 1.02 and noisy.job_speedup[1] <= 1.02 and not noisy.promoted
+    # The same clear speedup against a higher floor is refused.
+    assert not decide(runs(BASE, [0.138, 0.139]), runs(FAST, [0.0233, 0.0234]), floor=10.0).promoted
+
+
+def test_too_few_reruns_give_no_interval_and_no_promotion():
+    lonely_base = decide(runs(BASE, [0.138]) + runs(BASE, [0.0], status=TrialStatus.CRASH), runs(FAST, [0.02, 0.02]))
+    assert not lonely_base.promoted and lonely_base.reason == "fewer than two baseline reruns succeeded"
+    one = decide(runs(BASE, [0.138, 0.139]), runs(FAST, [0.02]))
+    assert not one.promoted and one.reason == "too few reruns for an interval"
+
+
+def test_the_best_promoted_is_the_one_with_the_highest_low_bound():
+    base = runs(BASE, [0.138, 0.139, 0.1385])
+    a = decide(base, runs(FAST, [0.023, 0.0231, 0.0232]))
+    b = decide(base, runs(Candidate(knobs={"micro_batch_size": 8}), [0.030, 0.0301, 0.0302]),
+               candidate=Candidate(knobs={"micro_batch_size": 8}))
+    refused = decide(base, runs(FAST, [0.01, 0.01]) + runs(FAST, [0.0], status=TrialStatus.TIMEOUT))
+    assert a.promoted and b.promoted and not refused.promoted
+    assert best_promoted([b, refused, a]) is a
+    assert best_promoted([refused]) is None and best_promoted([]) is None
+
+
+def test_interleave_runs_the_arms_round_robin_and_drops_a_candidate_equal_to_the_baseline():
+    order: list[tuple[str, int]] = []
+    other = Candidate(knobs={"micro_batch_size": 8})
+
+    def run_one(candidate: Candidate, round_: int) -> TrialResult:
+        order.append((candidate.knobs["micro_batch_size"], round_))
+        return runs(candidate, [0.01 * candidate.knobs["micro_batch_size"]])[0]
+
+    results = interleave([FAST, Candidate(knobs=dict(BASE.knobs)), other], 2, run_one, BASE)
+    assert order == [(2, 0), (16, 0), (8, 0), (2, 1), (16, 1), (8, 1)]
+    assert list(results) == [BASE.key(), FAST.key(), other.key()]
+    assert all(len(v) == 2 for v in results.values())
+    assert [r.step_time for r in results[FAST.key()]] == pytest.approx([0.16, 0.16])
