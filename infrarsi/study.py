@@ -65,7 +65,14 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     # through the environment (tests), whole seconds as Optuna wants.
     interval = max(1, int(os.environ.get(HEARTBEAT_ENV, "30")))
     grace = max(interval + 1, int(os.environ.get(GRACE_ENV, str(3 * interval))))
-    return optuna.storages.RDBStorage(url, heartbeat_interval=interval, grace_period=grace)
+    for attempt in range(6):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=interval, grace_period=grace)
+        except Exception as err:  # workers starting together on a fresh database race to create the schema
+            if attempt == 5 or "already exists" not in str(err):
+                raise
+            time.sleep(0.2 + attempt * 0.5)
+    raise AssertionError("unreachable")
 
 
 def study_name(contract: Contract) -> str:
@@ -98,6 +105,22 @@ def from_params(params: dict[str, Any]) -> Candidate:
     knobs = {k: v for k, v in params.items() if not k.startswith(PATCH_PREFIX)}
     patches = tuple(sorted(k.removeprefix(PATCH_PREFIX) for k, v in params.items() if k.startswith(PATCH_PREFIX) and v))
     return Candidate(knobs=knobs, patches=patches)
+
+
+def _backend(storage: optuna.storages.BaseStorage) -> optuna.storages.BaseStorage:
+    """The RDB storage under Optuna's caching wrapper (a study's ``_storage``)."""
+    return getattr(storage, "_backend", storage)
+
+
+def _heartbeat_interval(storage: optuna.storages.BaseStorage) -> int | None:
+    getter = getattr(storage, "get_heartbeat_interval", None)
+    return getter() if getter is not None else None
+
+
+def grace_period_s(storage: optuna.storages.BaseStorage) -> float:
+    backend = _backend(storage)
+    interval = _heartbeat_interval(backend) or 0
+    return float(getattr(backend, "grace_period", None) or 2 * interval)
 
 
 @dataclass(slots=True)
@@ -170,7 +193,7 @@ class TrialStore:
 
     def _beat(self, trial_id: int) -> None:
         storage = self.study._storage
-        if getattr(storage, "heartbeat_interval", None):
+        if _heartbeat_interval(storage):
             storage.record_heartbeat(trial_id)
 
     def frozen(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
@@ -225,8 +248,8 @@ class TrialStore:
         """Fail trials whose worker stopped sending heartbeats (killed mid-trial, here or on another
         machine): each is marked interrupted and costed from its start to its last heartbeat. Safe
         when several workers do it at once. Returns the numbers of the trials this call failed."""
-        storage = self.study._storage
-        if not getattr(storage, "heartbeat_interval", None) or not hasattr(storage, "_get_stale_trial_ids"):
+        storage = _backend(self.study._storage)
+        if not _heartbeat_interval(storage) or not hasattr(storage, "_get_stale_trial_ids"):
             return []
         failed = []
         for trial_id in storage._get_stale_trial_ids(self.study._study_id):

@@ -122,5 +122,7 @@ def judge(
 
 
 def best_promoted(verdicts: list[Verdict]) -> Verdict | None:
+    """Among candidates whose whole interval cleared the floor, the fastest by point estimate: a wider
+    interval means noisier reruns, not a slower candidate (the lower bound only breaks ties)."""
     promoted = [v for v in verdicts if v.promoted]
-    return max(promoted, key=lambda v: v.job_speedup[1]) if promoted else None
+    return max(promoted, key=lambda v: (v.job_speedup[0], v.job_speedup[1])) if promoted else None

@@ -75,7 +75,7 @@ def test_too_few_reruns_give_no_interval_and_no_promotion():
     assert not one.promoted and one.reason == "too few reruns for an interval"
 
 
-def test_the_best_promoted_is_the_one_with_the_highest_low_bound():
+def test_the_best_promoted_is_the_fastest_that_cleared_the_floor():
     base = runs(BASE, [0.138, 0.139, 0.1385])
     a = decide(base, runs(FAST, [0.023, 0.0231, 0.0232]))
     b = decide(base, runs(Candidate(knobs={"micro_batch_size": 8}), [0.030, 0.0301, 0.0302]),
@@ -84,6 +84,10 @@ def test_the_best_promoted_is_the_one_with_the_highest_low_bound():
     assert a.promoted and b.promoted and not refused.promoted
     assert best_promoted([b, refused, a]) is a
     assert best_promoted([refused]) is None and best_promoted([]) is None
+    # A noisier but faster candidate beats a tighter, slower one once both cleared the floor.
+    noisy_fast = decide(base, runs(FAST, [0.020, 0.023, 0.026]))
+    assert noisy_fast.promoted and noisy_fast.job_speedup[1] < a.job_speedup[1]
+    assert best_promoted([a, noisy_fast]) is noisy_fast
 
 
 def test_interleave_runs_the_arms_round_robin_and_drops_a_candidate_equal_to_the_baseline():

@@ -53,10 +53,11 @@ def budget_mib(fixture: str) -> int:
     return int(found.group(1)) if found else SPACES[fixture].budget_mib
 
 
-def reduce_contract(contract: Contract, space: ReducedSpace) -> Contract:
+def reduce_contract(contract: Contract, space: ReducedSpace, pins: dict[str, str] | None = None) -> Contract:
+    """Only the space's knobs stay tunable; a pinned knob (``--pin dtype=float32``) is left out."""
     knobs = []
     for knob in contract.knobs:
-        values = space.knobs.get(knob.name)
+        values = None if knob.name in (pins or {}) else space.knobs.get(knob.name)
         knobs.append(replace(knob, tunable=values is not None, domain=list(values) if values else knob.domain))
     missing = set(space.knobs) - {k.name for k in contract.knobs}
     if missing:
@@ -64,8 +65,10 @@ def reduce_contract(contract: Contract, space: ReducedSpace) -> Contract:
     return replace(contract, knobs=knobs)
 
 
-def prepare(fixture: str, dest: Path) -> Path:
-    """Copy ``fixture`` to ``dest`` as a git repo, init it with the budget, reduce its contract."""
+def prepare(fixture: str, dest: Path, pins: dict[str, str] | None = None) -> Path:
+    """Copy ``fixture`` to ``dest`` as a git repo, init it with the budget, reduce its contract.
+
+    A pin may only hold a knob at its default: the contract fixes the job as written."""
     repo = Path(dest) / fixture
     shutil.copytree(FIXTURES / fixture, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
     git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
@@ -75,5 +78,9 @@ def prepare(fixture: str, dest: Path) -> Path:
     result = init(repo, budget_bytes=budget_mib(fixture) * MIB)
     if not result.ok:
         raise SystemExit(f"init {fixture}: {result.message}")
-    save_contract(reduce_contract(load_contract(repo), SPACES[fixture]), repo)
+    contract = load_contract(repo)
+    for name, value in (pins or {}).items():
+        if str(contract.knob(name).default) != value:
+            raise SystemExit(f"--pin {name}={value}: only the default ({contract.knob(name).default}) can be pinned")
+    save_contract(reduce_contract(contract, SPACES[fixture], pins), repo)
     return repo

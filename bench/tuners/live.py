@@ -66,7 +66,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     done = json.loads(out_path.read_text()) if out_path.exists() else []
     with tempfile.TemporaryDirectory(prefix="infrarsi-live-") as tmp:
-        prepared = prepare(args.fixture, Path(tmp) / "prepared")
+        prepared = prepare(args.fixture, Path(tmp) / "prepared", table.data.get("pins"))
         doctor(prepared, repeats=2)
         for method in args.methods.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):

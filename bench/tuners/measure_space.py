@@ -110,11 +110,16 @@ def main() -> None:
     parser.add_argument("--quiet-cores", type=float, default=0.5)
     parser.add_argument("--max-wait-s", type=float, default=120.0)
     parser.add_argument("--resume", action="store_true", help="continue the table at --out (same contract)")
+    parser.add_argument("--pin", action="append", default=[], metavar="KNOB=DEFAULT",
+                        help="leave a knob of the space at its default (a smaller table)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     out = args.out or DATA / f"{args.fixture}_space.json"
+    pins = dict(p.split("=", 1) for p in args.pin)
+    if args.resume:
+        pins = json.loads(out.read_text()).get("pins", {})
     with tempfile.TemporaryDirectory(prefix="infrarsi-bench-") as tmp:
-        repo = prepare(args.fixture, Path(tmp))
+        repo = prepare(args.fixture, Path(tmp), pins)
         if args.resume:
             table = json.loads(out.read_text())
             # The stored contract carries doctor's reference losses: trials are judged as before.
@@ -126,6 +131,7 @@ def main() -> None:
         if not args.resume:
             wait_quiet(args.quiet_cores, args.max_wait_s)
             table = fresh_table(args, repo, doctor(repo, repeats=2), contract, patches, cands)
+            table["pins"] = pins
             contract = require_intact(repo)
             table["contract_toml"] = contract_path(repo).read_text()
             save(table, out)

@@ -53,7 +53,7 @@ def overhead_table(result: dict[str, dict[int, tuple[float, float]]]) -> str:
 
 
 def plot(runs: dict[str, list[list[dict]]], oracle: float, trials: int, path: Path, title: str) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=90)
+    fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=90)
     x = range(1, trials + 1)
     for method, rs in runs.items():
         c = metrics.curve(rs, trials)
@@ -64,7 +64,7 @@ def plot(runs: dict[str, list[list[dict]]], oracle: float, trials: int, path: Pa
     ax.set_xlabel("trials spent")
     ax.set_ylabel("verified speedup of the pick (median, 25-75 %)")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -62,6 +62,11 @@ class Table:
             raise ValueError(f"the table lacks {len(missing)} configurations of its space, e.g. {missing[0]}")
         self.baseline_job_s = self.job_s(self.space.baseline().key())
 
+    def quiet_share(self) -> float:
+        """Share of the measured runs that ran with the machine otherwise quiet (measure_space)."""
+        runs = [r for row in self.data["rows"] for r in row["runs"]]
+        return sum(bool(r.get("quiet")) for r in runs) / len(runs) if runs else 0.0
+
     @classmethod
     def load(cls, path: Path) -> Table:
         return cls(json.loads(Path(path).read_text()))

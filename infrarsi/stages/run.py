@@ -155,8 +155,9 @@ class _Session:
                 and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
 
     def grace_s(self) -> float:
-        storage = self.store.study._storage
-        return float(getattr(storage, "grace_period", None) or 0.0)
+        from infrarsi.study import grace_period_s
+
+        return grace_period_s(self.store.study._storage)
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", oom_as_constraint: bool = False,

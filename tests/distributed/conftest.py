@@ -20,7 +20,7 @@ import pytest
 
 PG_ENV = "INFRARSI_TEST_PG_URL"
 ROOT = Path(__file__).resolve().parents[2]
-PACED = ROOT / "tests" / "test_data" / "stages" / "paced" / "train.py"
+PACED = ROOT / "tests" / "test_data" / "stages" / "paced"
 HEARTBEAT_S = 1
 GRACE_S = 4
 
@@ -49,9 +49,11 @@ def pg_url(pg_server_url):
     try:
         with admin.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.SQLAlchemyError:
+    except sa.exc.SQLAlchemyError:  # no CREATEDB: the server's database is the tests' to own
         admin.dispose()
+        _drop_studies(pg_server_url)
         yield pg_server_url
+        _drop_studies(pg_server_url)
         return
     url = sa.engine.make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
     yield url
@@ -60,10 +62,18 @@ def pg_url(pg_server_url):
     admin.dispose()
 
 
-def git_repo(path: Path, files: dict[str, Path]) -> Path:
+def _drop_studies(url: str) -> None:
+    import optuna
+
+    for summary in optuna.get_all_study_summaries(url):
+        optuna.delete_study(study_name=summary.study_name, storage=url)
+
+
+def git_repo(path: Path, source: Path) -> Path:
+    """A git copy of ``source`` (its Python files), committed."""
     path.mkdir(parents=True)
-    for name, src in files.items():
-        shutil.copy(src, path / name)
+    for src in source.glob("*.py"):
+        shutil.copy(src, path / src.name)
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "baseline"]):
         subprocess.run(["git", "-C", str(path), *args], check=True)
     return path
@@ -79,7 +89,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> 
 @pytest.fixture(scope="session")
 def paced_prepared(tmp_path_factory) -> Path:
     """The paced workload in git, after init and doctor: the state every worker's checkout starts from."""
-    repo = git_repo(tmp_path_factory.mktemp("paced") / "repo", {"train.py": PACED})
+    repo = git_repo(tmp_path_factory.mktemp("paced") / "repo", PACED)
     cli("init", str(repo), "--budget-gib", "4")
     cli("doctor", str(repo), "--repeats", "2")
     return repo

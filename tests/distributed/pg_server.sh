@@ -33,7 +33,7 @@ start)
         -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200 -c fsync=off" start >/dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }
     as_owner "$bin/psql" -h "$dir" -p "$port" -U postgres -q -v ON_ERROR_STOP=1 \
-        -c "CREATE ROLE infrarsi LOGIN PASSWORD '$password'" \
+        -c "CREATE ROLE infrarsi LOGIN CREATEDB PASSWORD '$password'" \
         -c "CREATE DATABASE infrarsi_test OWNER infrarsi" >/dev/null
     echo "export INFRARSI_TEST_PG_URL=postgresql+psycopg://infrarsi:$password@127.0.0.1:$port/infrarsi_test"
     ;;

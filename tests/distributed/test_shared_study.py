@@ -22,10 +22,10 @@ pytestmark = pytest.mark.e2e
 MEASURING = ("baseline", "validation", "search")
 
 
-def _study(pg_url: str) -> optuna.Study:
-    summaries = optuna.get_all_study_summaries(pg_url)
-    assert len(summaries) == 1, f"expected one shared study, found {[s.study_name for s in summaries]}"
-    return optuna.load_study(study_name=summaries[0].study_name, storage=pg_url)
+def _study(pg_url: str, name: str) -> optuna.Study:
+    names = [s.study_name for s in optuna.get_all_study_summaries(pg_url)]
+    assert names == [name], f"expected the one shared study {name}, found {names}"
+    return optuna.load_study(study_name=name, storage=pg_url)
 
 
 def _measured(trials) -> list:
@@ -38,8 +38,8 @@ def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
              for name, log in zip(("a", "b"), logs)]
     a, b = (finish_worker(p, log) for p, log in zip(procs, logs))
 
-    study = _study(pg_url)
-    assert a["study_name"] == b["study_name"] == study.study_name
+    assert a["study_name"] == b["study_name"]
+    study = _study(pg_url, a["study_name"])
     trials = study.get_trials(deepcopy=False)
     assert not [t.number for t in trials if t.state is TrialState.RUNNING], "a trial was left running"
 
@@ -103,7 +103,7 @@ def test_killed_worker_loses_no_trial(paced_prepared, pg_url, tmp_path):
     assert not alive, "the killed worker's trial process is still running"
 
     result = finish_worker(b, log_b)
-    trials = _study(pg_url).get_trials(deepcopy=False)
+    trials = _study(pg_url, result["study_name"]).get_trials(deepcopy=False)
     assert not [t.number for t in trials if t.state is TrialState.RUNNING], "a trial was left running"
     interrupted = [t for t in trials if INTERRUPTED_ATTR in t.user_attrs]
     assert len(interrupted) == 1, [(t.number, t.user_attrs) for t in interrupted]

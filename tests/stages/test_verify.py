@@ -61,11 +61,20 @@ def test_a_commit_that_only_edits_a_comment_does_not_hold(prepared, capsys):
 def test_a_slower_commit_does_not_hold(prepared, capsys):
     slower = lambda s: _set_default(_set_default(s, "threads", "1"), "micro_batch_size", "1")  # noqa: E731
     sha = _commit_edit(prepared, slower, "use fewer resources")
-    code = main(["verify", str(prepared), sha, "--rounds", "2"])
-    printed = capsys.readouterr().out
-    assert code == 1 and "does not hold" in printed, printed
+    code = main(["verify", str(prepared), sha, "--rounds", "2", "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 1 and shown["status"] == "regressed" and shown["message"].startswith("does not hold"), shown
+    point, _low, high = shown["speedup"]
+    assert point < 0.8 and high < 1  # about half the baseline's speed, by construction
+    assert shown["rev_job_s"] and min(shown["rev_job_s"]) > max(shown["base_job_s"])
+
+
+def test_verify_reports_a_rev_that_crashes(prepared):
+    sha = _commit_edit(prepared, lambda s: s.replace("    args = parser.parse_args()\n",
+                                                     "    args = parser.parse_args()\n    raise SystemExit('broken')\n"),
+                       "break it")
     result = verify(prepared, sha, rounds=2)
-    assert result.status == "regressed" and result.speedup[0] < 0.8 and result.speedup[2] < 1
+    assert result.status == "failed" and "crash" in result.message and "broken" in result.message
 
 
 def test_an_unknown_revision_is_an_error(prepared, capsys):

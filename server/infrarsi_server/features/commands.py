@@ -18,7 +18,7 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpc
 from pygls.uris import to_fs_path
 
 from infrarsi.contract import STATE_DIR
-from infrarsi.events import Event, EventSink
+from infrarsi.events import EventSink
 from infrarsi_server.features import diagnostics
 from infrarsi_server.jobs import Job
 from infrarsi_server.progress import WorkDone
@@ -93,24 +93,14 @@ def _run_summary(result: Any) -> dict:
 
 
 def _optimize(repo: Path, options: dict, on_event: EventSink) -> dict:
-    """init when there is no contract, doctor when there is no baseline for this contract, then run."""
-    from infrarsi.contract import load_contract
-    from infrarsi.stages.doctor import load_doctor
-    from infrarsi.stages.run import run
+    """The core's optimize stage: init, doctor and run as the repo's state needs them, then report."""
+    from infrarsi.stages.optimize import optimize
 
-    if options.get("goal"):
-        on_event(Event("optimize", "log", f"goal: {options['goal']}"))
-    if not (repo / STATE_DIR / "contract.toml").exists():
-        on_event(Event("init", "begin", "reading the training job"))
-        made = _init(repo, options)
-        if made["status"] != "ok":
-            return made
-        on_event(Event("init", "end", made["summary"]))
-    baseline = load_doctor(repo)
-    if baseline is None or baseline.contract_hash != load_contract(repo).digest():
-        _doctor(repo, options, on_event)
-    result = run(repo, trials=options.get("trials"), minutes=options.get("minutes"), on_event=on_event)
-    return _run_summary(result)
+    result = optimize(repo, options.get("goal") or "faster", trials=options.get("trials"),
+                      minutes=options.get("minutes"), doctor_repeats=int(options.get("repeats", 3)), on_event=on_event)
+    if result.run is None:
+        return {"status": result.status, "summary": result.message, "stages": result.stages}
+    return {**_run_summary(result.run), "stages": result.stages}
 
 
 def _apply(repo: Path, options: dict) -> dict:
