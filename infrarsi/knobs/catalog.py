@@ -124,6 +124,7 @@ def classify(knob: RawKnob, names: list[str]) -> Rule:
 
 # Values tried for roles whose domain does not depend on the script (the default is always added).
 _WORKERS = (0, 2, 4)
+_OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
 _BUCKETS_MB = (10, 25, 50, 100)
 _DTYPES = ("float32", "bfloat16")
 
@@ -166,6 +167,9 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
         return _with_default(list(range(1, cpu_count + 1)), default), ""
     if role == "dtype" and knob.type == "str":
         return _with_default(list(_DTYPES), default), ""
+    if role == "optimizer_impl" and knob.type == "str" and default in _OPTIMIZER_IMPLS:
+        # Without declared choices, only a default in this common spelling says how the others are spelled.
+        return list(_OPTIMIZER_IMPLS), ""
     if role == "dataloader_workers" and knob.type == "int":
         return _with_default(list(_WORKERS), default), ""
     if role == "ddp_bucket_mb" and knob.type in ("int", "float"):
