@@ -11,9 +11,18 @@ import statistics
 
 MIN_STEPS = 3
 MARGIN = 0.10
+FAR = 3.0
+"""A run this many times slower than the bound is stopped after two steps, warm-up ones included: no
+noise makes a 3x difference, and the first step (compilation, allocator warm-up) is never counted."""
 
 
 def clearly_slower(step_times: list[float], bound: float | None) -> bool:
     if bound is None or len(step_times) < MIN_STEPS:
         return False
     return statistics.median(step_times) > bound * (1.0 + MARGIN)
+
+
+def far_slower(steps_after_first: list[float], bound: float | None) -> bool:
+    if bound is None or len(steps_after_first) < 2:
+        return False
+    return statistics.median(steps_after_first) > bound * FAR

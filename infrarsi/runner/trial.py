@@ -220,6 +220,12 @@ class _Trial:
                 f"median of {len(times)} measured steps {statistics.median(times):.3g} s is above "
                 f"the bound {self.spec.abort_step_time:.3g} s by more than {abort.MARGIN:.0%}"
             )
+        later = [s.dt for s in seen[1:]]
+        if abort.far_slower(later, self.spec.abort_step_time):
+            return TrialStatus.ABORTED_SLOW, (
+                f"median of {len(later)} steps after the first {statistics.median(later):.3g} s is more than "
+                f"{abort.FAR:g}x the bound {self.spec.abort_step_time:.3g} s"
+            )
         return None
 
     def _measure(self, report: RunReport, watchdog: MemoryWatchdog) -> None:

@@ -70,6 +70,7 @@ def optimize(
     except GoalError as err:
         return OptimizeResult(status="error", message=str(err))
     result = OptimizeResult(status="ok", message="", goal=goal)
+    on_event(Event(stage="optimize", kind="log", message=f"goal: {goal.text} (read by {goal.understood_by})"))
     trials = trials if trials is not None else goal.trials
     minutes = minutes if minutes is not None else goal.minutes
     if trials is None and minutes is None:

@@ -53,6 +53,13 @@ def test_abort_needs_three_measured_steps_clearly_above_the_bound():
     assert not abort.clearly_slower([9.0, 9.0, 9.0], None)
 
 
+def test_a_run_far_slower_than_the_bound_stops_on_two_steps_after_the_first():
+    assert abort.far_slower([3.5, 4.0], 1.0)
+    assert not abort.far_slower([4.0], 1.0)  # one step is not enough
+    assert not abort.far_slower([2.5, 2.9], 1.0)  # slower, but left to the measured-step rule
+    assert not abort.far_slower([9.0, 9.0], None)
+
+
 def test_memory_errors_are_recognised():
     assert checks.memory_error("RuntimeError: [enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory")
     assert checks.memory_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")

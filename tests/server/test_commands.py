@@ -57,7 +57,7 @@ def _kinds(client: LanguageClient) -> list[str]:
 @pytest.mark.e2e
 async def test_optimize_with_a_tiny_budget_reports_progress(client: LanguageClient, repo: Path):
     result = await asyncio.wait_for(client.workspace_execute_command_async(
-        _command("optimize", workspace=str(repo), goal="faster steps", trials=2, repeats=2)), timeout=600)
+        _command("optimize", workspace=str(repo), goal="faster step time", trials=2, repeats=2)), timeout=600)
     assert result["status"] in ("ok", "no_promotion"), result
     assert result["run_id"] and result["trials"] >= 2
     assert len(client.progress_reports) == 1, "one server-created progress for the command"
@@ -68,7 +68,7 @@ async def test_optimize_with_a_tiny_budget_reports_progress(client: LanguageClie
     assert any(m.startswith("doctor: baseline run 1 of 2") for m in messages)
     assert sum(m.startswith("run: trial ") for m in messages) >= 2, "a report per trial"
     assert (repo / ".infrarsi" / "run.json").exists() and (repo / ".infrarsi" / "doctor.json").exists()
-    assert any("goal: faster steps" in m.message for m in client.log_messages)
+    assert any("goal: faster step time" in m.message for m in client.log_messages)
 
     # the editor now shows what was measured: the lens has the baseline, the site the run's verdict
     train = repo / "train.py"
