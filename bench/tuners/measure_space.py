@@ -24,6 +24,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -103,6 +104,21 @@ def save(table: dict, out: Path) -> None:
     tmp.replace(out)
 
 
+def rows_markdown(table: dict) -> str:
+    """Every measured run of a table, as the docs show it."""
+    lines = ["| configuration | run | status | median step s | wall s | peak MiB | others' cores | load1 | quiet |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in table["rows"]:
+        cand = Candidate.from_dict(row["candidate"])
+        for i, run in enumerate(row["runs"]):
+            name = ", ".join([*(f"{k}={v}" for k, v in cand.knobs.items()), *cand.patches])
+            step = f"{statistics.median(run['step_times']):.3f}" if run["step_times"] else "-"
+            peak = f"{run['peak_bytes'] / 2**20:.0f}" if run["peak_bytes"] else "-"
+            lines.append(f"| {name} | {i + 1} | {run['status']} | {step} | {run['wall_s']:.1f} | {peak} "
+                         f"| {run['others_cores']:.2f} | {run['load1']:.1f} | {'yes' if run['quiet'] else 'no'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("fixture", choices=sorted(SPACES))
@@ -113,8 +129,12 @@ def main() -> None:
     parser.add_argument("--pin", action="append", default=[], metavar="KNOB=DEFAULT",
                         help="leave a knob of the space at its default (a smaller table)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--show", action="store_true", help="print the table's measured runs and exit")
     args = parser.parse_args()
     out = args.out or DATA / f"{args.fixture}_space.json"
+    if args.show:
+        print(rows_markdown(json.loads(out.read_text())))
+        return
     pins = dict(p.split("=", 1) for p in args.pin)
     if args.resume:
         pins = json.loads(out.read_text()).get("pins", {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.verification import job_seconds
 
 
 def measured_keys(history: list[TrialResult]) -> set[str]:
@@ -22,10 +23,9 @@ def failed_keys(history: list[TrialResult], statuses: tuple[TrialStatus, ...] | 
 
 
 def measured_job_s(trial: TrialResult, planned_steps: int) -> float:
-    """The measured projection of the real job: start-up once, then every planned step."""
-    if trial.step_time is None:
-        return math.inf
-    return (trial.startup_s or 0.0) + planned_steps * trial.step_time
+    """The measured projection of the real job (inf when no step was timed), for ranking."""
+    job = job_seconds(trial, planned_steps)
+    return math.inf if job is None else job
 
 
 def best_ok(history: list[TrialResult], planned_steps: int) -> TrialResult | None:
