@@ -2,8 +2,9 @@
 
 The run a replayed trial returns is drawn from the configuration's measured repeats (the measured
 noise, OOMs near the budget included), then judged as the live runner would: a run that is clearly
-slower than the abort bound stops at the first measured step where the runner's own rule
-(``infrarsi.runner.abort.clearly_slower``) fires, and costs only the seconds up to that step.
+slower than the abort bound stops at the first step where one of the runner's own rules
+(``infrarsi.runner.abort``: clearly slower over 3 measured steps, or far slower over the steps
+after the first) fires, and costs only the seconds up to that step.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from infrarsi.contract import Contract, contract_path, load_contract
 from infrarsi.hardware import HardwareFingerprint
-from infrarsi.runner.abort import MIN_STEPS, clearly_slower
+from infrarsi.runner.abort import clearly_slower, far_slower
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.history import measured_job_s
 from infrarsi.search.space import SearchSpace
@@ -97,10 +98,13 @@ class Table:
                           peak_bytes=run.peak_bytes, detail=run.detail)
         if not out.ok:
             return out
-        for k in range(MIN_STEPS, len(out.step_times) + 1):
-            if clearly_slower(out.step_times[:k], abort_step_time):
-                out.wall_s -= sum(out.step_times[k:])
-                out.step_times = out.step_times[:k]
+        # Step by step, as the runner sees them arrive: its two rules, the first that fires.
+        every = out.warmup_times + out.step_times
+        warm = len(out.warmup_times)
+        for j in range(2, len(every) + 1):
+            if clearly_slower(every[warm:j], abort_step_time) or far_slower(every[1:j], abort_step_time):
+                out.wall_s -= sum(every[j:])
+                out.warmup_times, out.step_times = every[:min(j, warm)], every[warm:j]
                 out.status = TrialStatus.ABORTED_SLOW
                 return out
         if row.short:

@@ -77,11 +77,16 @@ def test_oracle_is_the_fastest_configuration_that_always_fits(table):
 
 def test_a_slow_trial_is_aborted_and_charged_up_to_the_abort(table):
     slow = Candidate({"micro_batch_size": 2, "activation_checkpointing": False, "dtype": "bfloat16"}, ())
-    result = table.trial(slow, np.random.default_rng(0), abort_step_time=1.0)
-    assert result.status is TrialStatus.ABORTED_SLOW
-    assert len(result.step_times) == 3  # the runner's MIN_STEPS: the abort fires at the first chance
-    full = run_of(slow, 1.0)["wall_s"] if result.step_times[0] == 8.0 else run_of(slow, 1.02)["wall_s"]
-    assert result.wall_s == pytest.approx(full - 3 * result.step_times[0])
+    full = {8.0: run_of(slow, 1.0)["wall_s"], 8.16: run_of(slow, 1.02)["wall_s"]}
+    # 8x the bound: the runner's far-slower rule stops it after two steps past the first (two
+    # warm-up steps and one measured step seen); the five measured steps left are not paid for.
+    far = table.trial(slow, np.random.default_rng(0), abort_step_time=1.0)
+    assert far.status is TrialStatus.ABORTED_SLOW and len(far.step_times) == 1
+    assert far.wall_s == pytest.approx(full[round(far.step_times[0], 2)] - 5 * far.step_times[0])
+    # 2x the bound: only the clearly-slower rule applies, after three measured steps.
+    clear = table.trial(slow, np.random.default_rng(0), abort_step_time=4.0)
+    assert clear.status is TrialStatus.ABORTED_SLOW and len(clear.step_times) == 3
+    assert clear.wall_s == pytest.approx(full[round(clear.step_times[0], 2)] - 3 * clear.step_times[0])
     assert table.trial(slow, np.random.default_rng(0), abort_step_time=None).ok
 
 
