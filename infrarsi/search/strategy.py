@@ -31,6 +31,8 @@ from infrarsi.search.space import SearchSpace
 
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
 BANK_SEEDS = 3
+MAX_NOISE_FLOOR = 0.5
+"""A baseline measured on a busy machine can show a CV near 1; the time model's noise stays a log-sd below this."""
 
 
 def _patch_priors(device: str) -> dict[str, Prior | None]:
@@ -81,7 +83,7 @@ class Strategy:
         if self.name == "infrarsi":
             seeds = [s for s in self.seeds if space.is_valid(s)]
             self.sampler = InfraRSISampler(space, self.priors, seeds, seed=self.seed,
-                                           noise_floor=max(self.noise_cv, DEFAULT_NOISE_FLOOR))
+                                           noise_floor=min(max(self.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR))
         elif self.name == "random":
             self.sampler = RandomSampler(space, seed=self.seed)
         elif self.name == "greedy":
