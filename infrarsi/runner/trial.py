@@ -74,6 +74,10 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     started = time.perf_counter()
     log_dir = Path(spec.log_dir) if spec.log_dir is not None else default_log_dir(spec.repo)
     log_dir.mkdir(parents=True, exist_ok=True)
+    # The probe appends: a reused log_dir (doctor's baseline-N, verify's rounds) must not mix in an
+    # earlier run's steps.
+    for stale in log_dir.glob("probe.jsonl*"):
+        stale.unlink()
     result = TrialResult(
         status=TrialStatus.CRASH,
         candidate=spec.candidate,

@@ -147,3 +147,12 @@ def test_flagless_knob_is_written_into_the_copy(make_repo):
     assert all(t >= 0.06 for t in result.step_times)
     assert [h.path for h in result.hunks] == ["train.py"]
     assert "default=0.06" in result.hunks[0].text
+
+
+def test_a_reused_log_dir_holds_only_the_latest_run(make_repo, tmp_path):
+    repo, contract = make_repo("good.py")
+    log_dir = tmp_path / "reused"
+    first, _ = trial(repo, contract, {"step_s": 0.01}, log_dir=log_dir)
+    second, _ = trial(repo, contract, {"step_s": 0.01}, log_dir=log_dir)
+    assert first.ok and second.ok
+    assert len(second.losses) == len(first.losses) == contract.workload.total_steps
