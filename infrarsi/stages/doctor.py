@@ -284,7 +284,8 @@ def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contr
 
 def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
     """Another micro-batch size that splits the same global batch (and the accumulation that
-    keeps it), nearest the default; empty when the contract has no such knob."""
+    keeps it), nearest the default and, between equally near ones, the smaller: it needs less
+    memory, so it fits whatever budget the default fits. Empty when the contract has no such knob."""
     micro = [k for k in contract.by_role("micro_batch") if k.type == "int"]
     if not micro:
         return {}
@@ -295,7 +296,7 @@ def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
     per_rank = contract.workload.global_batch // ranks
     choices = sorted(
         (int(v) for v in knob.domain if int(v) != default and int(v) > 0 and per_rank % int(v) == 0),
-        key=lambda v: (abs(math.log(v / default)), -v),
+        key=lambda v: (abs(math.log(v / default)), v),
     )
     if not choices:
         return {}
