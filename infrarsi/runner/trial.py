@@ -175,6 +175,10 @@ class _Trial:
             watchdog.stop()
         report = feed.finish()
         self._measure(report, watchdog)
+        if verdict is not None and verdict[0] is TrialStatus.ABORTED_SLOW and not self.result.step_times:
+            # Stopped during warm-up (far slower than the bound): the steps after the first are the
+            # evidence, and the time model needs them to learn that this setting is slow.
+            self.result.step_times = [s.dt for s in report.steps[1:]]
         if verdict is None:
             verdict = self._judge_exit(report)
         if verdict is not None:

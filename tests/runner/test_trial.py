@@ -120,6 +120,7 @@ def test_clearly_slower_runs_are_aborted_early(make_repo):
     # 3x the bound and more: two steps after the first settle it, warm-up or not.
     far, _ = trial(repo, contract, {"step_s": 0.4}, steps=30, abort_step_time=0.1)
     assert far.status is TrialStatus.ABORTED_SLOW and len(far.losses) == 3, far.detail
+    assert far.step_times and far.step_time > 3 * 0.1, "the evidence is kept for the time model"
     same_speed, _ = trial(repo, contract, {"step_s": 0.05}, abort_step_time=0.2)
     assert same_speed.status is TrialStatus.OK, same_speed.detail
 
