@@ -108,14 +108,10 @@ class InsertProbeCommand(VisitorBasedCodemodCommand):
     def visit_Module(self, node: cst.Module) -> None:
         if "probe.step(" in node.code:
             raise SkipFile("the probe is already called (probe.step found)")
-        candidates = [
-            loop for loop in _loops(node)
-            if _contains(loop, _is_backward) and _contains(loop, _is_optimizer_step)
-        ]
-        innermost = [c for c in candidates if not any(o is not c and o in _loops(c) for o in candidates)]
-        if not innermost:
+        loop = training_loop(node)
+        if loop is None:
             raise SkipFile("no training loop: no for/while loop calls both .backward() and an optimizer step")
-        self.loop = innermost[0]
+        self.loop = loop
         backward = next(n for n in walk(self.loop) if _is_backward(n))
         loss = _loss_expr(backward)
         name = _input_name(node, self.loop, loss)

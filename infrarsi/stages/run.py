@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from optuna.trial import TrialState
+
 from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
@@ -25,7 +27,7 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import load_doctor
-from infrarsi.study import KIND_ATTR, TrialStore, default_storage_url
+from infrarsi.study import KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s
 from infrarsi.verification import Verdict, best_promoted, interleave, job_seconds, judge
 
 RUN_FILE = "run.json"
@@ -147,16 +149,12 @@ class _Session:
 
     def round_claims(self) -> list:
         """Bids on this round's verification, still standing: running, or finished with an outcome."""
-        from optuna.trial import TrialState
-
         return [t for t in self.store.frozen()
                 if t.number >= self.first_number and t.user_attrs.get(KIND_ATTR) == CLAIM
                 and DEFERRED_ATTR not in t.user_attrs
                 and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
 
     def grace_s(self) -> float:
-        from infrarsi.study import grace_period_s
-
         return grace_period_s(self.store.study._storage)
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
@@ -352,9 +350,6 @@ def _once(session: _Session, candidate: Candidate, kind: str, *, reason: str) ->
     """A trial the study needs once whoever runs it (the baseline, a patch's validation): when
     another worker is running it, wait for its result instead of running it again; when that
     worker dies (its trial fails as stale), run it here."""
-    from optuna.trial import TrialState
-
-    from infrarsi.study import RESULT_ATTR, from_params
 
     key = candidate.key()
     waited: set[int] = set()
@@ -391,8 +386,6 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
     that outcome and report it. A winner that dies stops beating its heartbeat: its claim is failed
     as stale and the waiting workers bid again.
     """
-    from optuna.trial import TrialState
-
     store = session.store
     while True:
         claim = store.marker(CLAIM, round_from=session.first_number)
@@ -428,8 +421,6 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
 
 def _wait_for_running(session: _Session) -> None:
     """Until no other worker is running a measuring trial of the study (they count for the ranking)."""
-    from optuna.trial import TrialState
-
     limit = time.monotonic() + (session.timeout_s or 600.0) + session.grace_s() + 60.0
     while time.monotonic() < limit:
         session.store.fail_stale()
