@@ -3,6 +3,12 @@
 A candidate is promoted only if the lower bound of its job-time speedup clears the noise floor
 doctor measured and every one of its reruns kept the loss invariant. Interleaving (baseline, A, B,
 baseline, A, B …) spreads slow drifts of the machine over all arms instead of one.
+
+How many rounds is sequential (:class:`Rounds`): at least ``least``, then one more at a time while
+a candidate's interval still straddles the floor, up to ``most``. One slow round on a busy machine
+then widens the interval instead of deciding the run. Looking after every round would inflate the
+false-promotion rate, so each look uses a Bonferroni share of the error: the intervals at every
+look hold together with the stated confidence, and that is the "95% CI" the report prints.
 """
 
 from __future__ import annotations
@@ -58,20 +64,90 @@ class Verdict:
         return cls(**data)
 
 
-def interleave(candidates: list[Candidate], rounds: int, run_one: RunOne, baseline: Candidate) -> dict[str, list[TrialResult]]:
-    """Run baseline and candidates round-robin; results by candidate key (baseline under its own key)."""
-    arms = [baseline, *[c for c in candidates if c.key() != baseline.key()]]
-    results: dict[str, list[TrialResult]] = {arm.key(): [] for arm in arms}
-    for r in range(rounds):
-        for arm in arms:
-            results[arm.key()].append(run_one(arm, r))
-    return results
+@dataclass(frozen=True, slots=True)
+class Rounds:
+    """Sequential verification: ``least`` rounds, then more while undecided, at most ``most``."""
+
+    least: int = 3
+    most: int = 6
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.least <= self.most:
+            raise ValueError(f"rounds need 2 <= least <= most, got least={self.least}, most={self.most}")
+
+    @property
+    def looks(self) -> int:
+        """How many times the intervals may be looked at, the last round included."""
+        return self.most - self.least + 1
+
+    @property
+    def per_look(self) -> float:
+        """Each look's interval level: the error split evenly over the looks (Bonferroni)."""
+        return per_look(self.confidence, self.looks)
+
+    def run(self, run_round: Callable[[int], None], decided: Callable[[int], bool]) -> int:
+        """Run rounds until ``decided(rounds_done)`` or ``most``; how many rounds ran."""
+        for r in range(self.most):
+            run_round(r)
+            if decided(r + 1):
+                return r + 1
+        return self.most
 
 
-def _interval(base: list[float], cand: list[float]) -> SpeedupInterval | None:
+def per_look(confidence: float, looks: int) -> float:
+    return 1 - (1 - confidence) / looks
+
+
+def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
+               planned_steps: int, noise_floor: float, compare_steps: int) -> tuple[list[Verdict], list[TrialResult]]:
+    """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and baseline runs.
+
+    A candidate leaves the rotation once it is promoted, has failed a rerun, cannot clear the floor
+    (its upper bound is below it), or is slower than a candidate already promoted.
+    """
+    arms = list({c.key(): c for c in candidates if c.key() != baseline.key()}.values())
+    base_runs: list[TrialResult] = []
+    runs: dict[str, list[TrialResult]] = {c.key(): [] for c in arms}
+    verdicts: dict[str, Verdict] = {}
+    active = list(arms)
+
+    def run_round(r: int) -> None:
+        base_runs.append(run_one(baseline, r))
+        for arm in active:
+            runs[arm.key()].append(run_one(arm, r))
+
+    def decided(done: int) -> bool:
+        # Before `least` rounds only a failed rerun settles a candidate; speed is judged after.
+        judged = active if done >= rounds.least else [a for a in active if not runs[a.key()][-1].ok]
+        for arm in judged:
+            verdicts[arm.key()] = judge(arm, base_runs, runs[arm.key()], planned_steps=planned_steps,
+                                        noise_floor=noise_floor, compare_steps=compare_steps,
+                                        confidence=rounds.confidence, looks=rounds.looks)
+        if done < rounds.least:
+            active[:] = [a for a in active if a not in judged]
+            return not active
+        best = best_promoted(list(verdicts.values()))
+        active[:] = [a for a in active if _undecided(verdicts[a.key()], noise_floor, best)]
+        return not active
+
+    rounds.run(run_round, decided)
+    return [verdicts[c.key()] for c in arms], base_runs
+
+
+def _undecided(verdict: Verdict, noise_floor: float, best: Verdict | None) -> bool:
+    if verdict.promoted or verdict.statuses.count("ok") < len(verdict.statuses) or verdict.job_speedup is None:
+        return False
+    point, _, high = verdict.job_speedup
+    if high <= noise_floor:
+        return False
+    return best is None or point > best.job_speedup[0]
+
+
+def _interval(base: list[float], cand: list[float], confidence: float) -> SpeedupInterval | None:
     if len(base) < 2 or len(cand) < 2:
         return None
-    return speedup_interval(base, cand)
+    return speedup_interval(base, cand, confidence)
 
 
 def judge(
@@ -82,8 +158,16 @@ def judge(
     planned_steps: int,
     noise_floor: float,
     compare_steps: int,
+    confidence: float = 0.95,
+    looks: int = 1,
 ) -> Verdict:
-    """Promote or not, and say why, from the interleaved reruns of one candidate."""
+    """Promote or not, and say why, from the interleaved reruns of one candidate.
+
+    A sequential caller that may look ``looks`` times gives each interval a Bonferroni share of
+    the error, so the stated ``confidence`` holds over all its looks together.
+    """
+    level = per_look(confidence, looks)
+    label = f"{confidence:.0%} CI" + (f" (Bonferroni over {looks} looks)" if looks > 1 else "")
     statuses = [r.status.value for r in cand_runs]
     base_ok = [r for r in base_runs if r.ok]
     verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=statuses)
@@ -107,17 +191,17 @@ def judge(
         if math.isfinite(c) and math.isfinite(b)
     ]
     verdict.max_loss_diff = max(diffs) if diffs else None
-    job = _interval(verdict.base_job_s, verdict.cand_job_s)
-    step = _interval(verdict.base_step_s, verdict.cand_step_s)
+    job = _interval(verdict.base_job_s, verdict.cand_job_s, level)
+    step = _interval(verdict.base_step_s, verdict.cand_step_s, level)
     verdict.job_speedup = tuple(job) if job else None
     verdict.step_speedup = tuple(step) if step else None
     if job is None:
         verdict.reason = "too few reruns for an interval"
     elif job.clears(noise_floor):
         verdict.promoted = True
-        verdict.reason = f"speedup {job.point:.3f}x, 95% CI [{job.low:.3f}, {job.high:.3f}] clears the noise floor {noise_floor:.3f}"
+        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds clears the noise floor {noise_floor:.3f}"
     else:
-        verdict.reason = f"speedup {job.point:.3f}x, 95% CI [{job.low:.3f}, {job.high:.3f}] does not clear the noise floor {noise_floor:.3f}"
+        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds does not clear the noise floor {noise_floor:.3f}"
     return verdict
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Verdict, best_promoted, interleave, job_seconds, judge
+from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds, judge
 
 BASE = Candidate(knobs={"micro_batch_size": 2})
 FAST = Candidate(knobs={"micro_batch_size": 16})
@@ -90,16 +90,58 @@ def test_the_best_promoted_is_the_fastest_that_cleared_the_floor():
     assert best_promoted([a, noisy_fast]) is noisy_fast
 
 
-def test_interleave_runs_the_arms_round_robin_and_drops_a_candidate_equal_to_the_baseline():
-    order: list[tuple[str, int]] = []
-    other = Candidate(knobs={"micro_batch_size": 8})
+def _scripted(times: dict[int, list[float]], order: list[tuple[int, int]], *, failing: int | None = None):
+    """run_one that gives each micro-batch size its scripted step times, round by round."""
 
     def run_one(candidate: Candidate, round_: int) -> TrialResult:
-        order.append((candidate.knobs["micro_batch_size"], round_))
-        return runs(candidate, [0.01 * candidate.knobs["micro_batch_size"]])[0]
+        mb = candidate.knobs["micro_batch_size"]
+        order.append((mb, round_))
+        status = TrialStatus.OOM if mb == failing else TrialStatus.OK
+        return runs(candidate, [times[mb][round_]], status=status)[0]
 
-    results = interleave([FAST, Candidate(knobs=dict(BASE.knobs)), other], 2, run_one, BASE)
+    return run_one
+
+
+def _interleave(candidates, run_one, rounds=Rounds(least=2, most=4)):
+    return interleave(candidates, BASE, run_one, rounds=rounds, planned_steps=PLANNED, noise_floor=1.05,
+                      compare_steps=3)
+
+
+def test_interleave_runs_the_arms_round_robin_and_drops_a_candidate_equal_to_the_baseline():
+    order: list[tuple[int, int]] = []
+    other = Candidate(knobs={"micro_batch_size": 8})
+    times = {2: [0.100, 0.101, 0.099, 0.100], 16: [0.050, 0.051, 0.049, 0.050], 8: [0.0995, 0.1005, 0.099, 0.101]}
+    verdicts, base_runs = _interleave([FAST, Candidate(knobs=dict(BASE.knobs)), other], _scripted(times, order))
+    # Two rounds decide both: FAST is promoted, mb8 (same speed as the baseline) cannot clear the floor.
     assert order == [(2, 0), (16, 0), (8, 0), (2, 1), (16, 1), (8, 1)]
-    assert list(results) == [BASE.key(), FAST.key(), other.key()]
-    assert all(len(v) == 2 for v in results.values())
-    assert [r.step_time for r in results[FAST.key()]] == pytest.approx([0.16, 0.16])
+    assert [v.candidate for v in verdicts] == [FAST, other]
+    assert verdicts[0].promoted and not verdicts[1].promoted and len(base_runs) == 2
+    assert verdicts[0].cand_step_s == pytest.approx([0.050, 0.051])
+    assert "Bonferroni over 3 looks" in verdicts[0].reason
+
+
+def test_interleave_adds_rounds_while_a_noisy_interval_straddles_the_floor():
+    order: list[tuple[int, int]] = []
+    # One slow candidate round (a busy machine) leaves rounds 2 and 3 undecided; round 4 settles it.
+    times = {2: [0.100, 0.101, 0.100, 0.101, 0.100], 16: [0.070, 0.085, 0.071, 0.070, 0.0705]}
+    (verdict,), base_runs = _interleave([FAST], _scripted(times, order), Rounds(least=2, most=5))
+    assert len(base_runs) == len(verdict.cand_step_s) == 4
+    assert verdict.promoted and verdict.job_speedup[1] > 1.05
+
+
+def test_interleave_stops_at_most_rounds_and_early_on_a_failed_rerun():
+    order: list[tuple[int, int]] = []
+    times = {2: [0.100, 0.130, 0.095, 0.125], 16: [0.095, 0.100, 0.120, 0.090], 8: [0.05] * 4}
+    verdicts, base_runs = _interleave([FAST, Candidate(knobs={"micro_batch_size": 8})],
+                                      _scripted(times, order, failing=8))
+    undecided, failed = verdicts
+    # The failing candidate ran once; the noisy one ran every round allowed and was not promoted.
+    assert order.count((8, 0)) == 1 and not any(mb == 8 and r > 0 for mb, r in order)
+    assert failed.statuses == ["oom"] and not failed.promoted
+    assert len(base_runs) == 4 and len(undecided.cand_step_s) == 4 and not undecided.promoted
+
+
+def test_rounds_refuse_fewer_than_two():
+    with pytest.raises(ValueError, match="least"):
+        Rounds(least=1, most=3)
+    assert Rounds(least=3, most=6).looks == 4 and Rounds(least=3, most=6).per_look == pytest.approx(0.9875)

@@ -8,6 +8,7 @@ from pathlib import Path
 from infrarsi.cli.console import ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.stages.verify import verify
+from infrarsi.verification import Rounds
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,15 +21,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("path", type=Path, help="the repository")
     p.add_argument("rev", help="the commit to check (e.g. infrarsi/<run-id>)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--rounds", type=int, default=Rounds().most,
+                   help=f"at most this many interleaved rounds (default {Rounds().most}); it stops earlier, "
+                   f"from round {Rounds().least} on, once the interval decides")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.rounds < 2:
+        err(f"--rounds must be at least 2 for an interval, got {args.rounds}")
+        return 2
     try:
         with ProgressSink() as progress:
-            result = verify(args.path, args.rev, rounds=args.rounds, on_event=progress)
+            result = verify(args.path, args.rev, rounds=Rounds(least=min(Rounds().least, args.rounds), most=args.rounds),
+                            on_event=progress)
     except ContractError as error:
         err(str(error))
         return 2

@@ -28,13 +28,13 @@ from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import load_doctor
 from infrarsi.study import KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s
-from infrarsi.verification import Verdict, best_promoted, interleave, job_seconds, judge
+from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds
 
 RUN_FILE = "run.json"
 ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
-VERIFY_ROUNDS = 3
+VERIFY_ROUNDS = Rounds(least=3, most=6)
 WAIT_POLL_S = 1.0
 """How often a worker waiting on another (its baseline, its verification) looks at the study."""
 MEASURING = ("baseline", "validation", "search")
@@ -450,15 +450,11 @@ def _verify(session: _Session, context, result: RunResult) -> None:
         result.status = "no_promotion"
         result.message = "no candidate measured faster than the baseline to verify"
         return
-    runs = interleave(top, VERIFY_ROUNDS, lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
-                      context.baseline())
-    base_runs = runs[context.baseline().key()]
     contract = session.contract
-    result.verdicts = [
-        judge(c, base_runs, runs[c.key()], planned_steps=contract.workload.planned_steps,
-              noise_floor=result.noise_floor, compare_steps=contract.loss.compare_steps)
-        for c in top
-    ]
+    result.verdicts, _ = interleave(
+        top, context.baseline(), lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
+        rounds=VERIFY_ROUNDS, planned_steps=contract.workload.planned_steps, noise_floor=result.noise_floor,
+        compare_steps=contract.loss.compare_steps)
     result.promoted = best_promoted(result.verdicts)
     if result.promoted:
         lo = result.promoted.job_speedup[1]

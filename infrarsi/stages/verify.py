@@ -20,7 +20,7 @@ from infrarsi.noise import speedup_interval
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import load_doctor
-from infrarsi.verification import job_seconds
+from infrarsi.verification import Rounds, job_seconds
 
 RECORDED = re.compile(r"infrarsi: (?P<point>[0-9.]+)x faster training job \(95% CI (?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\)")
 
@@ -38,6 +38,7 @@ class VerifyResult:
     noise_floor: float = 1.0
     base_job_s: list[float] = field(default_factory=list)
     rev_job_s: list[float] = field(default_factory=list)
+    rounds: int = 0
     statuses: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -49,7 +50,8 @@ def recorded_speedup(message: str) -> tuple[float, float, float] | None:
     return (float(match["point"]), float(match["low"]), float(match["high"])) if match else None
 
 
-def verify(repo: Path, rev: str, *, rounds: int = 3, on_event: EventSink = ignore) -> VerifyResult:
+def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSink = ignore) -> VerifyResult:
+    """Base and REV interleaved until the interval decides (see :class:`Rounds`) or a rerun fails."""
     repo = Path(repo).resolve()
     contract = require_intact(repo)
     place = vcs.locate(repo)
@@ -69,30 +71,51 @@ def verify(repo: Path, rev: str, *, rounds: int = 3, on_event: EventSink = ignor
     planned = contract.workload.planned_steps
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
-    on_event(Event(stage="verify", kind="begin", message=f"{rounds} interleaved rounds of base and {rev}", done=0, total=2 * rounds))
+    on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
+                   done=0, total=2 * rounds.most))
     with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
-        for r in range(rounds):
+
+        def run_round(r: int) -> None:
             for arm, tree in (("base", base_tree), ("rev", rev_tree)):
                 # An empty candidate runs each tree with its own defaults: what the commit changed.
                 spec = TrialSpec(repo=tree, contract=contract, candidate=Candidate(), log_dir=log_root / f"{arm}-{r}")
                 out = run_trial(spec)
                 runs[arm].append(out)
                 on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}: {out.status.value}",
-                               done=len(runs["base"]) + len(runs["rev"]), total=2 * rounds))
+                               done=len(runs["base"]) + len(runs["rev"]), total=2 * rounds.most))
+
+        def decided(done: int) -> bool:
+            if any(not t.ok for t in runs["base"] + runs["rev"]):
+                return True
+            if done < rounds.least:
+                return False
+            _judge(result, runs, planned, rounds)
+            return result.status == "holds" or not _could_hold(result)
+
+        result.rounds = rounds.run(run_round, decided)
     result.statuses = [t.status.value for t in runs["base"] + runs["rev"]]
     bad = [t for t in runs["base"] + runs["rev"] if not t.ok]
     if bad:
+        result.status = "failed"
         result.message = f"a rerun ended {bad[0].status.value}: {bad[0].detail[-200:]}"
-        on_event(Event(stage="verify", kind="end", message=result.message))
-        return result
-    result.base_job_s = [job_seconds(t, planned) for t in runs["base"]]
-    result.rev_job_s = [job_seconds(t, planned) for t in runs["rev"]]
-    interval = speedup_interval(result.base_job_s, result.rev_job_s)
-    result.speedup = tuple(interval)
-    holds = interval.low > floor and (result.recorded is None or interval.high >= result.recorded[1])
-    result.status = "holds" if holds else "regressed"
-    said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
-    result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, 95% CI "
-                      f"[{interval.low:.2f}, {interval.high:.2f}] vs noise floor {floor:.3f}{said}")
     on_event(Event(stage="verify", kind="end", message=result.message))
     return result
+
+
+def _judge(result: VerifyResult, runs: dict[str, list[TrialResult]], planned: int, rounds: Rounds) -> None:
+    result.base_job_s = [job_seconds(t, planned) for t in runs["base"]]
+    result.rev_job_s = [job_seconds(t, planned) for t in runs["rev"]]
+    interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.per_look)
+    result.speedup = tuple(interval)
+    holds = interval.low > result.noise_floor and (result.recorded is None or interval.high >= result.recorded[1])
+    result.status = "holds" if holds else "regressed"
+    said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
+    result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, {rounds.confidence:.0%} CI "
+                      f"[{interval.low:.2f}, {interval.high:.2f}] over {len(result.rev_job_s)} rounds "
+                      f"vs noise floor {result.noise_floor:.3f}{said}")
+
+
+def _could_hold(result: VerifyResult) -> bool:
+    """Whether more rounds could still make it hold: the interval reaches above the floor and the record."""
+    _, _, high = result.speedup
+    return high > result.noise_floor and (result.recorded is None or high >= result.recorded[1])

@@ -53,12 +53,13 @@ def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
     # Trials that gave way to another worker's identical candidate never ran and cost nothing.
     assert all(RESULT_ATTR not in t.user_attrs for t in trials if DUPLICATE_ATTR in t.user_attrs)
 
-    # Verification ran once: one claim with an outcome, one round of interleaved reruns.
+    # Verification ran once: one claim with an outcome, one sequence of interleaved rounds.
     outcomes = [t for t in trials if t.user_attrs.get(KIND_ATTR) == CLAIM and OUTCOME_ATTR in t.user_attrs]
     assert len(outcomes) == 1
     outcome = outcomes[0].user_attrs[OUTCOME_ATTR]
     verification = [t for t in trials if t.user_attrs.get(KIND_ATTR) == "verification"]
-    assert len(verification) == VERIFY_ROUNDS * (len(outcome["verdicts"]) + 1)
+    arms = len(outcome["verdicts"]) + 1
+    assert VERIFY_ROUNDS.least * arms <= len(verification) <= VERIFY_ROUNDS.most * arms
     messages = [a["message"], b["message"]]
     assert sum(m.startswith("verified by another worker") for m in messages) == 1, messages
     assert a["status"] == b["status"] == outcome["status"]

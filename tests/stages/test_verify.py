@@ -11,6 +11,7 @@ import git
 from infrarsi.cli import main
 from infrarsi.stages.apply import apply
 from infrarsi.stages.verify import verify
+from infrarsi.verification import Rounds
 from tests.stages.conftest import USER, git_state, tree_digest
 
 
@@ -73,7 +74,7 @@ def test_verify_reports_a_rev_that_crashes(prepared):
     sha = _commit_edit(prepared, lambda s: s.replace("    args = parser.parse_args()\n",
                                                      "    args = parser.parse_args()\n    raise SystemExit('broken')\n"),
                        "break it")
-    result = verify(prepared, sha, rounds=2)
+    result = verify(prepared, sha, rounds=Rounds(least=2, most=2))
     assert result.status == "failed" and "crash" in result.message and "broken" in result.message
 
 
