@@ -2,13 +2,14 @@
 
 Three rules live here, each the single place it is decided:
 
-- **Smallest trustworthy speedup** (:func:`min_trustworthy_speedup`). Comparing one run of a
+- **Smallest trustworthy speedup** (:func:`min_trustworthy_speedup`, "the noise floor"). Comparing one run of a
   candidate with one run of the baseline, the log-ratio of their median step times has a standard
   deviation of about ``sqrt(2)·cv`` where ``cv`` is the run-to-run coefficient of variation of a
   run's median step time. A speedup below ``1 + z·sqrt(2)·cv`` (z = 1.96 at 95%) can be noise.
   Two or three runs estimate ``cv`` poorly, so ``cv`` is never taken below the standard error of a
   median the within-run noise alone implies (``1.2533·cv_within/sqrt(steps)``), and the result is
-  never below :data:`MIN_SPEEDUP_FLOOR`.
+  never below :data:`MIN_SPEEDUP_FLOOR`. Re-verification repeats the comparison in interleaved
+  rounds instead; its interval must clear :data:`PROMOTION_FLOOR`.
 - **Speedup confidence interval** (:func:`speedup_interval`). Welch's t interval on the difference
   of mean log-times, exponentiated: the speedup is a ratio, logs make it a difference, and t (not
   z, not a bootstrap) stays honest with the 2–5 samples verification can afford.
@@ -33,6 +34,10 @@ from scipy import stats
 
 MIN_SPEEDUP_FLOOR = 1.01
 """No single-run comparison trusts less than 1%, however quiet the baseline looked."""
+PROMOTION_FLOOR = MIN_SPEEDUP_FLOOR
+"""What re-verification's interval must clear to promote. The interval's width already comes from
+the interleaved reruns' own noise, so the bar is significance plus this margin for what
+interleaving cannot cancel; demanding the one-run floor as well would count the noise twice."""
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
 """Standard error of a sample median over that of the mean, for normal data (1.2533)."""
 

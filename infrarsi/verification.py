@@ -1,14 +1,16 @@
 """Re-verification: candidates rerun against the baseline in interleaved order, then judged.
 
-A candidate is promoted only if the lower bound of its job-time speedup clears the noise floor
-doctor measured and every one of its reruns kept the loss invariant. Interleaving (baseline, A, B,
-baseline, A, B …) spreads slow drifts of the machine over all arms instead of one.
+A candidate is promoted only if the lower bound of its job-time speedup clears the promotion floor
+(``infrarsi.noise.PROMOTION_FLOOR``) and every one of its reruns kept the loss invariant.
+Interleaving (baseline, A, B, baseline, A, B …) spreads slow drifts of the machine over all arms
+instead of one.
 
 How many rounds is sequential (:class:`Rounds`): at least ``least``, then one more at a time while
 a candidate's interval still straddles the floor, up to ``most``. One slow round on a busy machine
 then widens the interval instead of deciding the run. Looking after every round would inflate the
-false-promotion rate, so each look uses a Bonferroni share of the error: the intervals at every
-look hold together with the stated confidence, and that is the "95% CI" the report prints.
+false-promotion rate, and so would judging several candidates, so each interval gets a Bonferroni
+share of the error (looks × candidates): all the intervals hold together with the stated
+confidence, and that is the "95% CI" the report prints.
 """
 
 from __future__ import annotations
@@ -81,10 +83,6 @@ class Rounds:
         """How many times the intervals may be looked at, the last round included."""
         return self.most - self.least + 1
 
-    @property
-    def per_look(self) -> float:
-        """Each look's interval level: the error split evenly over the looks (Bonferroni)."""
-        return per_look(self.confidence, self.looks)
 
     def run(self, run_round: Callable[[int], None], decided: Callable[[int], bool]) -> int:
         """Run rounds until ``decided(rounds_done)`` or ``most``; how many rounds ran."""
@@ -100,7 +98,7 @@ def per_look(confidence: float, looks: int) -> float:
 
 
 def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
-               planned_steps: int, noise_floor: float, compare_steps: int) -> tuple[list[Verdict], list[TrialResult]]:
+               planned_steps: int, floor: float, compare_steps: int) -> tuple[list[Verdict], list[TrialResult]]:
     """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and baseline runs.
 
     A candidate leaves the rotation once it is promoted, has failed a rerun, cannot clear the floor
@@ -122,24 +120,24 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
         judged = active if done >= rounds.least else [a for a in active if not runs[a.key()][-1].ok]
         for arm in judged:
             verdicts[arm.key()] = judge(arm, base_runs, runs[arm.key()], planned_steps=planned_steps,
-                                        noise_floor=noise_floor, compare_steps=compare_steps,
-                                        confidence=rounds.confidence, looks=rounds.looks)
+                                        floor=floor, compare_steps=compare_steps,
+                                        confidence=rounds.confidence, looks=rounds.looks * len(arms))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
         best = best_promoted(list(verdicts.values()))
-        active[:] = [a for a in active if _undecided(verdicts[a.key()], noise_floor, best)]
+        active[:] = [a for a in active if _undecided(verdicts[a.key()], floor, best)]
         return not active
 
     rounds.run(run_round, decided)
     return [verdicts[c.key()] for c in arms], base_runs
 
 
-def _undecided(verdict: Verdict, noise_floor: float, best: Verdict | None) -> bool:
+def _undecided(verdict: Verdict, floor: float, best: Verdict | None) -> bool:
     if verdict.promoted or verdict.statuses.count("ok") < len(verdict.statuses) or verdict.job_speedup is None:
         return False
     point, _, high = verdict.job_speedup
-    if high <= noise_floor:
+    if high <= floor:
         return False
     return best is None or point > best.job_speedup[0]
 
@@ -156,15 +154,15 @@ def judge(
     cand_runs: list[TrialResult],
     *,
     planned_steps: int,
-    noise_floor: float,
+    floor: float,
     compare_steps: int,
     confidence: float = 0.95,
     looks: int = 1,
 ) -> Verdict:
     """Promote or not, and say why, from the interleaved reruns of one candidate.
 
-    A sequential caller that may look ``looks`` times gives each interval a Bonferroni share of
-    the error, so the stated ``confidence`` holds over all its looks together.
+    A caller that may look ``looks`` times (rounds × candidates) gives each interval a Bonferroni
+    share of the error, so the stated ``confidence`` holds over all its looks together.
     """
     level = per_look(confidence, looks)
     label = f"{confidence:.0%} CI" + (f" (Bonferroni over {looks} looks)" if looks > 1 else "")
@@ -197,11 +195,11 @@ def judge(
     verdict.step_speedup = tuple(step) if step else None
     if job is None:
         verdict.reason = "too few reruns for an interval"
-    elif job.clears(noise_floor):
+    elif job.clears(floor):
         verdict.promoted = True
-        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds clears the noise floor {noise_floor:.3f}"
+        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds clears the promotion floor {floor:.3f}"
     else:
-        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds does not clear the noise floor {noise_floor:.3f}"
+        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds does not clear the promotion floor {floor:.3f}"
     return verdict
 
 

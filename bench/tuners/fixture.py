@@ -65,16 +65,21 @@ def reduce_contract(contract: Contract, space: ReducedSpace, pins: dict[str, str
     return replace(contract, knobs=knobs)
 
 
+def git_copy(fixture: str, dest: Path) -> Path:
+    """``fixture`` copied to ``dest/fixture`` as a git repo with one commit."""
+    repo = Path(dest) / fixture
+    shutil.copytree(FIXTURES / fixture, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "baseline"]):
+        subprocess.run([*git, *args], check=True)
+    return repo
+
+
 def prepare(fixture: str, dest: Path, pins: dict[str, str] | None = None) -> Path:
     """Copy ``fixture`` to ``dest`` as a git repo, init it with the budget, reduce its contract.
 
     A pin may only hold a knob at its default: the contract fixes the job as written."""
-    repo = Path(dest) / fixture
-    shutil.copytree(FIXTURES / fixture, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
-    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "baseline"], check=True)
+    repo = git_copy(fixture, dest)
     result = init(repo, budget_bytes=budget_mib(fixture) * MIB)
     if not result.ok:
         raise SystemExit(f"init {fixture}: {result.message}")

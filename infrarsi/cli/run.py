@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="search launch settings and patches with real trials, then verify the best against the baseline",
         description="Co-optimizes the contract's knobs and the validated patches with real trials (kept in an "
         "Optuna study: stop and run again to continue), re-verifies the top candidates against the baseline "
-        "in interleaved order, and promotes one only if its speedup clears doctor's noise floor.",
+        "in interleaved order, and promotes one only if its speedup's 95% interval clears the promotion floor.",
     )
     p.add_argument("path", nargs="?", default=".", type=Path, help="the repository (default: .)")
     budget = p.add_mutually_exclusive_group()

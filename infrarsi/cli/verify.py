@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "verify",
         help="rerun a commit and its base interleaved: does the recorded speedup still hold?",
         description="Checks out REV and its base in temporary worktrees, runs them interleaved under the "
-        "contract, and says whether REV is still faster beyond the noise floor. Exits 1 when it is not "
+        "contract, and says whether REV is still faster: the speedup's 95% interval above the promotion floor. Exits 1 when it is not "
         "(usable in CI).",
     )
     p.add_argument("path", type=Path, help="the repository")

@@ -140,6 +140,7 @@ class Report:
     tokens_per_step: int
     planned_steps: int
     noise_floor: float
+    promotion_floor: float
     peak_flops: str
     """What MFU is measured against (value and source), empty when there is no MFU."""
     baseline: Side
@@ -316,7 +317,7 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         started=run.started, priors_source=run.priors_source, hardware=doctor.hardware.describe(),
         device=contract.memory.device, budget_bytes=contract.memory.budget_bytes,
         tokens_per_step=contract.workload.tokens_per_step, planned_steps=contract.workload.planned_steps,
-        noise_floor=run.noise_floor, peak_flops=peak, baseline=baseline, promoted=promoted,
+        noise_floor=run.noise_floor, promotion_floor=run.promotion_floor, peak_flops=peak, baseline=baseline, promoted=promoted,
         job_speedup=run.promoted.job_speedup if run.promoted else None,
         step_speedup=run.promoted.step_speedup if run.promoted else None,
         trials=lines, by_status=_by_status(lines, run.interrupted_s), spent_s=run.spent_s,

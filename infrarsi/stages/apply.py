@@ -75,7 +75,8 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
         f"Patches: {patches}",
         "",
         "Evidence:",
-        f"  job-time speedup {point:.3f}x, 95% CI [{low:.3f}, {high:.3f}], noise floor {run.noise_floor:.3f}",
+        f"  job-time speedup {point:.3f}x, 95% CI [{low:.3f}, {high:.3f}] over {len(verdict.cand_job_s)} interleaved rounds "
+        f"(promotion floor {run.promotion_floor:.3f}; one run alone would need {run.noise_floor:.3f})",
     ]
     if verdict.base_step_s and verdict.cand_step_s:
         lines.append(f"  step time {min(verdict.base_step_s) * 1000:.1f} ms -> {min(verdict.cand_step_s) * 1000:.1f} ms "

@@ -21,6 +21,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import load_llm_config
+from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -84,6 +85,9 @@ class RunResult:
     verdicts: list[Verdict] = field(default_factory=list)
     promoted: Verdict | None = None
     noise_floor: float = 1.0
+    """Doctor's one-run floor: the smallest speedup a single trial against the baseline can trust."""
+    promotion_floor: float = PROMOTION_FLOOR
+    """What re-verification's interval must clear."""
     spent_s: float = 0.0
     interrupted_s: float = 0.0
     prior_checks: list[dict[str, Any]] = field(default_factory=list)
@@ -453,7 +457,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
     contract = session.contract
     result.verdicts, _ = interleave(
         top, context.baseline(), lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
-        rounds=VERIFY_ROUNDS, planned_steps=contract.workload.planned_steps, noise_floor=result.noise_floor,
+        rounds=VERIFY_ROUNDS, planned_steps=contract.workload.planned_steps, floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps)
     result.promoted = best_promoted(result.verdicts)
     if result.promoted:
@@ -461,7 +465,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
         result.message = f"promoted: {result.promoted.job_speedup[0]:.2f}x faster (95% CI low {lo:.2f}x)"
     else:
         result.status = "no_promotion"
-        result.message = "no candidate cleared the noise floor in re-verification"
+        result.message = "no candidate cleared the promotion floor in re-verification"
 
 
 def _summarize(session: _Session, context, result: RunResult, skipped: list[PatchCheck]) -> None:

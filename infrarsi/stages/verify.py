@@ -16,10 +16,9 @@ import git
 from infrarsi import vcs
 from infrarsi.contract import STATE_DIR, require_intact
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.noise import speedup_interval
+from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.trial import TrialSpec, run_trial
-from infrarsi.stages.doctor import load_doctor
 from infrarsi.verification import Rounds, job_seconds
 
 RECORDED = re.compile(r"infrarsi: (?P<point>[0-9.]+)x faster training job \(95% CI (?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\)")
@@ -35,7 +34,8 @@ class VerifyResult:
     recorded: tuple[float, float, float] | None = None
     """(point, low, high) from the commit message, when it is an InfraRSI commit."""
     speedup: tuple[float, float, float] | None = None
-    noise_floor: float = 1.0
+    floor: float = PROMOTION_FLOOR
+    """What the speedup's interval must clear (see ``infrarsi.noise``)."""
     base_job_s: list[float] = field(default_factory=list)
     rev_job_s: list[float] = field(default_factory=list)
     rounds: int = 0
@@ -64,10 +64,8 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     base = contract.base_commit or (commit.parents[0].hexsha if commit.parents else "")
     if not base:
         return VerifyResult(status="error", message=f"{rev} has no parent and the contract records no base commit")
-    doctor = load_doctor(repo)
-    floor = doctor.noise.min_speedup if doctor else 1.0
     result = VerifyResult(status="failed", message="", base=base, rev=commit.hexsha,
-                          recorded=recorded_speedup(commit.message), noise_floor=floor)
+                          recorded=recorded_speedup(commit.message))
     planned = contract.workload.planned_steps
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
@@ -107,15 +105,15 @@ def _judge(result: VerifyResult, runs: dict[str, list[TrialResult]], planned: in
     result.rev_job_s = [job_seconds(t, planned) for t in runs["rev"]]
     interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.per_look)
     result.speedup = tuple(interval)
-    holds = interval.low > result.noise_floor and (result.recorded is None or interval.high >= result.recorded[1])
+    holds = interval.low > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
     result.status = "holds" if holds else "regressed"
     said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
     result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, {rounds.confidence:.0%} CI "
                       f"[{interval.low:.2f}, {interval.high:.2f}] over {len(result.rev_job_s)} rounds "
-                      f"vs noise floor {result.noise_floor:.3f}{said}")
+                      f"vs promotion floor {result.floor:.3f}{said}")
 
 
 def _could_hold(result: VerifyResult) -> bool:
     """Whether more rounds could still make it hold: the interval reaches above the floor and the record."""
     _, _, high = result.speedup
-    return high > result.noise_floor and (result.recorded is None or high >= result.recorded[1])
+    return high > result.floor and (result.recorded is None or high >= result.recorded[1])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, save_contract
+from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.stages.doctor import DoctorReport, save_doctor
 from infrarsi.stages.run import PatchCheck, RunResult, TrialRow, load_run, save_run
@@ -85,7 +86,7 @@ def build_state(repo: Path) -> RunResult:
     noise_floor = doctor_data["noise"]["min_speedup"]
     verdicts = [
         judge(runs[0].candidate, verification[baseline.candidate.key()], runs, planned_steps=planned,
-              noise_floor=noise_floor, compare_steps=contract.loss.compare_steps)
+              floor=PROMOTION_FLOOR, compare_steps=contract.loss.compare_steps)
         for key, runs in verification.items() if key != baseline.candidate.key()
     ]
     promoted = best_promoted(verdicts)

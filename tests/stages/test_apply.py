@@ -70,7 +70,7 @@ def test_apply_commits_the_promoted_candidate_on_a_branch_and_touches_nothing_el
     assert message == result.commit_message
     point, low, high = run.promoted.job_speedup
     assert recorded_speedup(message) == (round(point, 2), round(low, 2), round(high, 2))
-    for words in (f"Run {run.run_id}", "noise floor", "95% CI", "interleaved reruns", "peak memory",
+    for words in (f"Run {run.run_id}", "promotion floor", "95% CI", "interleaved reruns", "peak memory",
                   f"trials: {len(run.trials)}", "oom", "Audited paths", "  train.py"):
         assert words in message, (words, message)
     for name, value in chosen.items():

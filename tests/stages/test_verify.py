@@ -40,7 +40,7 @@ def test_the_applied_commit_holds(ran, capsys):
     assert shown["status"] == "holds" and shown["rev"] == applied.commit and shown["base"] == applied.base
     assert shown["statuses"] == ["ok"] * 6
     point, low, _high = shown["speedup"]
-    assert low > shown["noise_floor"] and point > 3  # the paced best is ~5x the baseline
+    assert low > shown["floor"] and point > 3  # the paced best is ~5x the baseline
     assert shown["recorded"] is not None and shown["speedup"][2] >= shown["recorded"][1]
     # The user's checkout is untouched; the worktrees are gone.
     assert git_state(ran) == before_git
@@ -56,7 +56,7 @@ def test_a_commit_that_only_edits_a_comment_does_not_hold(prepared, capsys):
     assert code == 1, shown
     assert shown["status"] == "regressed" and shown["recorded"] is None
     point, low, _high = shown["speedup"]
-    assert low <= shown["noise_floor"] and 0.9 < point < 1.1
+    assert low <= shown["floor"] and 0.9 < point < 1.1
 
 
 def test_a_slower_commit_does_not_hold(prepared, capsys):
