@@ -145,8 +145,12 @@ def power_of_two_divisors(n: int) -> list[int]:
     return out
 
 
-def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int) -> tuple[list[KnobValue], str]:
-    """(values the search may try, why it is fixed when it is): a domain of one value means fixed."""
+def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int,
+           auto_threads: int | None = None) -> tuple[list[KnobValue], str]:
+    """(values the search may try, why it is fixed when it is): a domain of one value means fixed.
+
+    ``auto_threads``: how many threads a non-positive thread count (the library's default) means;
+    torch uses the physical cores."""
     default = knob.default
     assert default is not None
     if role in ("workload", "unknown", "steps"):
@@ -164,7 +168,10 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
             return [], "the global batch is unknown, so the accumulation steps that divide it are too"
         return _with_default([global_batch // m for m in power_of_two_divisors(global_batch)], default), ""
     if role == "threads" and knob.type == "int":
-        return _with_default(list(range(1, cpu_count + 1)), default), ""
+        counts = list(range(1, cpu_count + 1))
+        if isinstance(default, int) and default <= 0:  # the default already runs this many: no second trial of it
+            counts = [n for n in counts if n != (auto_threads or cpu_count)]
+        return _with_default(counts, default), ""
     if role == "dtype" and knob.type == "str":
         return _with_default(list(_DTYPES), default), ""
     if role == "optimizer_impl" and knob.type == "str" and default in _OPTIMIZER_IMPLS:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import libcst as cst
+import psutil
 
 from infrarsi.codemods.insert_probe import probe_diff
 from infrarsi.contract import (
@@ -217,10 +218,12 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str]) -> tuple[list[
         )
 
     cpu_count = os.cpu_count() or 1
+    physical = psutil.cpu_count(logical=False) or cpu_count
     knobs = []
     for k in found.knobs:
         role = roles[k.name]
-        values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count)
+        values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count,
+                             auto_threads=physical)
         tunable = len(values) >= 2
         if role not in ("workload", "unknown", "steps") and not tunable:
             warnings.append(f"knob {k.name} ({role}) stays fixed: {why or 'a single value'}")

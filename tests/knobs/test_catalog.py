@@ -68,7 +68,9 @@ def test_domains():
     values, _ = domain("grad_accum", knob("gas", 4), global_batch=32, cpu_count=2)
     assert values == [1, 2, 4, 8, 16, 32]
     assert domain("micro_batch", knob("mbs", 4), global_batch=None, cpu_count=2)[0] == []
-    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=2)[0] == [0, 1, 2]
+    # 0 keeps torch's default, which already uses every physical core: that count is not tried again.
+    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=2)[0] == [0, 1]
+    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=4, auto_threads=2)[0] == [0, 1, 3, 4]
     assert domain("threads", knob("threads", 2), global_batch=16, cpu_count=4)[0] == [1, 2, 3, 4]
     assert domain("compile", knob("compile", False), global_batch=16, cpu_count=2)[0] == [False, True]
     assert domain("dtype", knob("dtype", "float32"), global_batch=16, cpu_count=2)[0] == ["float32", "bfloat16"]
