@@ -71,7 +71,8 @@ def _alias(table: dict[str, tuple[str, ...]]) -> Callable[[KnobValue, Hardware],
 
     def canon(value: KnobValue, hw: Hardware) -> str | None:
         text = value.lower() if isinstance(value, str) else _switch(value)
-        return lookup.get(text.strip()) if text is not None else None
+        # "for-loop", "for loop" and "for_loop" are one spelling to the table.
+        return lookup.get(text.strip().replace("-", "_").replace(" ", "_")) if text is not None else None
 
     return canon
 
@@ -257,10 +258,12 @@ def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) 
 
 
 def _threads(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
-    if r is None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not isinstance(knob.default, int | float):
         return None
-    v, d, cores = float(value), float(knob.default), hw.cpu_cores
+    cores = hw.cpu_cores
+    # A non-positive count keeps torch's default: one thread per physical core.
+    v, d = (float(x) if x > 0 else float(cores) for x in (value, knob.default))
+    r = v / d
     slope, penalty = (0.05, 0.2) if hw.device == "cuda" else (0.80, 0.7)
     # +1: this value oversubscribes the cores and the default does not; -1: the reverse.
     over = int(v > cores) - int(d > cores)

@@ -37,19 +37,20 @@ def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> Set
 
 
 def coefficient_prior(space: SearchSpace, prior: SettingPriors) -> tuple[np.ndarray, np.ndarray]:
-    """Gaussian prior (mean, sd) on each feature coefficient implied by the setting priors.
+    """Gaussian prior (mean, precision matrix) on the feature coefficients implied by the setting priors.
 
-    A one-hot column takes its setting's prior as is; a log2 or bool column, shared by several
-    settings, takes the weighted least-squares slope through them (weights 1/sd^2), with the
-    posterior sd of that slope. Columns no setting informs keep mean 0, sd UNKNOWN_LOG_SD.
+    Each setting's prior is a noisy observation of its row of ``setting_deltas`` (weights
+    1/sd^2); every column also gets a vague N(0, UNKNOWN_LOG_SD^2). Several columns describe one
+    knob (a log2 trend plus one-hot deviations), so their coefficients are strongly correlated:
+    the full precision keeps each setting's prior as tight as its source said, where independent
+    per-column sds would add up to a far wider one.
     """
     deltas = space.setting_deltas
     p = space.n_features
     weights = 1.0 / prior.sd**2
     precision = deltas.T @ (deltas * weights[:, None]) + np.eye(p) / UNKNOWN_LOG_SD**2
-    cov = np.linalg.inv(precision)
-    mean = cov @ (deltas.T @ (weights * prior.mean))
-    return mean, np.sqrt(np.diag(cov))
+    mean = np.linalg.solve(precision, deltas.T @ (weights * prior.mean))
+    return mean, precision
 
 
 def prior_startup_s(space: SearchSpace, priors: PriorTable) -> np.ndarray:

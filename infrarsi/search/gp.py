@@ -20,6 +20,12 @@ from scipy.optimize import minimize
 
 LINEAR_OFFSET = 0.1
 """s0: prior sd of a constant left in the residuals after the caller removes their mean."""
+MAX_AMPLITUDE = 0.25
+"""Largest RBF variance (sd 0.5 in log time, ~1.6x): interactions beyond that are rare, and a
+looser bound lets one extreme trial make every unexplored candidate look wildly uncertain."""
+MAX_NOISE_SD = 0.25
+"""Largest run-to-run sd of log step time the fit may settle on (unless doctor measured more):
+beyond it a GP explains a surprising trial as noise and every prediction turns uncertain."""
 DEFAULT_NOISE_FLOOR = 0.003
 """Smallest noise sd the fit may settle on: with few points it would otherwise interpolate."""
 
@@ -49,7 +55,7 @@ def _sq_dist(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 class GP:
     def __init__(self, hyper: Hyper = DEFAULT_HYPER, *, noise_floor: float = DEFAULT_NOISE_FLOOR):
-        self.bounds = [(math.log(1e-6), 0.0), (math.log(0.1), math.log(100.0)), (2 * math.log(noise_floor), 0.0)]
+        self.bounds = [(math.log(1e-6), math.log(MAX_AMPLITUDE)), (math.log(0.1), math.log(100.0)), (2 * math.log(noise_floor), 2 * math.log(max(MAX_NOISE_SD, 2 * noise_floor)))]
         self.hyper = replace(hyper, noise=max(hyper.noise, noise_floor**2))
 
     def _neg_lml(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, lin: np.ndarray, dist: np.ndarray):

@@ -7,7 +7,7 @@ too. Fitting by censored likelihood lets OOMs teach the model instead of being t
 coefficients are each setting's memory price.
 
 The weights get a weak Gaussian prior toward the prior effects (their sds widened by
-``prior_weakening``), the intercept a vague one, and log sigma a weak one so a handful of points
+``prior_weakening``, correlations between a knob's columns kept), the intercept a vague one, and log sigma a weak one so a handful of points
 cannot collapse the noise to zero. Parameter uncertainty comes from the Laplace approximation.
 """
 
@@ -79,9 +79,9 @@ class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0):
         self.space = space
         self.priors = priors or PriorTable()
-        mean, sd = coefficient_prior(space, setting_priors(space, self.priors, "mem"))
+        mean, precision = coefficient_prior(space, setting_priors(space, self.priors, "mem"))
         self.prior_mean = mean
-        self.prior_sd = sd * prior_weakening
+        self.prior_precision = precision / prior_weakening**2
         self.fitted = False
         self.data: MemoryData | None = None
         self._theta: np.ndarray | None = None
@@ -115,12 +115,12 @@ class MemoryModel:
         d_s = (obs.sum() - r @ r) - (mills @ a)
 
         s0, s_sd = _SIGMA_PRIOR
-        prec_w = 1.0 / self.prior_sd**2
         dw = w - self.prior_mean
-        nll += 0.5 * (dw * prec_w) @ dw + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * ((s - s0) / s_sd) ** 2
+        prior_grad = self.prior_precision @ dw
+        nll += 0.5 * dw @ prior_grad + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * ((s - s0) / s_sd) ** 2
         grad_beta = Xa.T @ d_z
         grad_beta[0] += (b - b0) / _INTERCEPT_SD**2
-        grad_beta[1:] += dw * prec_w
+        grad_beta[1:] += prior_grad
         return nll, np.append(grad_beta, d_s + (s - s0) / s_sd**2)
 
     def fit_arrays(self, X: np.ndarray, y: np.ndarray, censored: np.ndarray) -> MemoryModel:
@@ -148,8 +148,10 @@ class MemoryModel:
         _, mills = _censored_terms(a)
         h = np.full(len(y), 1.0 / self.sigma**2)
         h[censored] = mills * (mills - a) / self.sigma**2
-        prior_prec = np.concatenate([[1.0 / _INTERCEPT_SD**2], 1.0 / self.prior_sd**2])
-        hessian = Xa.T @ (Xa * h[:, None]) + np.diag(prior_prec)
+        prior_prec = np.zeros((Xa.shape[1], Xa.shape[1]))
+        prior_prec[0, 0] = 1.0 / _INTERCEPT_SD**2
+        prior_prec[1:, 1:] = self.prior_precision
+        hessian = Xa.T @ (Xa * h[:, None]) + prior_prec
         return np.linalg.inv(hessian)
 
     # --- predictions -----------------------------------------------------------------------

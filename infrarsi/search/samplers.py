@@ -25,6 +25,11 @@ from infrarsi.search.space import CandidateSet, SearchSpace
 from infrarsi.search.time_model import TimeModel
 
 _HARD_FAILURES = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
+SEED_P_FITS = 0.8
+SEED_DISTANCE = 3
+"""Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
+
+"""A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +66,6 @@ class InfraRSISampler:
         n_initial: int = 4,
         enumerate_limit: int = 20_000,
         n_random: int = 4_000,
-        seed_pool: int = 32,
         noise_floor: float = DEFAULT_NOISE_FLOOR,
         seed: int = 0,
     ):
@@ -71,7 +75,6 @@ class InfraRSISampler:
         self.seeds = list(seeds)
         self.n_initial = n_initial
         self.n_random = n_random
-        self.seed_pool = seed_pool
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
         self.time = TimeModel(space, self.priors, noise_floor=noise_floor)
@@ -115,20 +118,24 @@ class InfraRSISampler:
         base = self.space.baseline()
         if base.key() not in measured:
             return Proposal(base, "baseline")
-        # Best by prior among the fresh ones (ties broken at random), then the one farthest
-        # from everything measured so far, so the first trials spread over the space.
+        # Among the fresh candidates that fit with confidence and lie at least SEED_DISTANCE
+        # settings from every trial so far (so the first trials spread out), the best predicted
+        # job time: the time model's mean starts at the prior and already knows what the first
+        # trials showed (a 10x-slower bf16, say). Ties are broken at random. Where none is that
+        # sure to fit (no memory priors yet), a likely fit will do; spread matters before surety.
         rng = np.random.default_rng([self.seed, len(history)])
-        prior_log = pool.indicator @ self._prior_time + rng.uniform(0, 1e-6, len(pool.keys))
+        self.time.fit(history)
+        expected = (self.time.predict_indicator(pool.indicator).log_job if self.time.fitted
+                    else pool.indicator @ self._prior_time) + rng.uniform(0, 1e-6, len(pool.keys))
         memory = self.memory.fit(history)
-        fits = memory.p_fits(pool.features, self.space.budget_bytes) >= 0.5
-        usable = fresh & fits if (fresh & fits).any() else fresh
-        rows = np.flatnonzero(usable)
-        top = rows[np.argsort(prior_log[rows])[: self.seed_pool]]
+        p_fits = memory.p_fits(pool.features, self.space.budget_bytes)
+        sure, likely = fresh & (p_fits >= SEED_P_FITS), fresh & (p_fits >= 0.5)
         done = self.space.indicator(distinct([t.candidate for t in history]))
-        gaps = np.abs(pool.indicator[top][:, None, :] - done[None, :, :]).sum(axis=2).min(axis=1)
-        pick = int(top[np.argmax(gaps)])
+        far = (pool.indicator[:, None, :] != done[None, :, :]).sum(axis=2).min(axis=1) >= SEED_DISTANCE
+        rows = next(np.flatnonzero(m) for m in (sure & far, likely & far, sure, likely, fresh) if m.any())
+        pick = int(rows[np.argmin(expected[rows])])
         return Proposal(pool.candidates[pick], "prior-guided diverse seed",
-                        {"prior_step_ratio": float(math.exp(prior_log[pick])), "distance": float(gaps.max())})
+                        {"log_expected": float(expected[pick]), "p_fits": float(p_fits[pick])})
 
     def _acquire(self, history, pool: CandidateSet, fresh) -> Proposal:
         space = self.space

@@ -2,7 +2,11 @@
 
 mean(c)  = offset + sum of the prior log effects of c's settings (miscalibrated ones dropped)
 kernel   = Bayesian linear part over the setting indicators, each scaled by its prior sd
-           (so a setting the prior is sure about moves little, an unknown one freely)
+           (so a setting the prior is sure about moves little, an unknown one freely); where the
+           data contradict a setting's prior (a miscalibrated one, or a neutral one facing a
+           20x effect) its mean is dropped and its sd widened to reach what the data show: a
+           10x-slower bf16 must land in its own effect, not in an RBF part that would make every
+           candidate uncertain
          + an RBF part with learned amplitude for interactions (compile x micro-batch…)
          + white noise (run-to-run spread)
 A Gaussian process on the residuals to the prior mean (``gp.GP``); the linear part is the
@@ -24,7 +28,7 @@ from scipy.special import log_ndtr
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects
+from infrarsi.search.prior_check import MIN_SUPPORT, Z_BAND, PriorCheck, check_all, data_only_effects
 from infrarsi.search.effects import UNKNOWN_LOG_SD, prior_startup_s, setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
 from infrarsi.priors.types import PriorTable
@@ -79,17 +83,28 @@ class TimeModel:
         self.fitted = False
         self.checks: list[PriorCheck] = []
         self.miscalibrated: set[str] = set()
+        self._reach = np.full(len(space.setting_keys), np.nan)
         self._gp = GP(noise_floor=noise_floor)
         """Kept between fits: the next fit starts from the last hyperparameters (fast, stable)."""
 
     # --- fitting ---------------------------------------------------------------------------
 
     def _mean_and_scale(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-setting prior mean and sd in use: a miscalibrated prior loses both."""
-        drop = np.array([k in self.miscalibrated for k in self.space.setting_keys], dtype=bool)
+        """Per-setting prior mean and sd in use: where the data contradict the prior (``_reach``
+        is set), the mean is dropped and the sd made wide enough to hold the effect seen."""
+        drop = np.isfinite(self._reach)
         mean = np.where(drop, 0.0, self.setting_prior.mean)
-        sd = np.where(drop, UNKNOWN_LOG_SD, self.setting_prior.sd)
+        sd = np.where(drop, np.maximum(UNKNOWN_LOG_SD, np.nan_to_num(self._reach)), self.setting_prior.sd)
         return mean, sd
+
+    def _contradicted(self, indicator: np.ndarray, effects: np.ndarray, sds: np.ndarray) -> np.ndarray:
+        """|effect| + Z_BAND sd where the data-only effect lies outside the prior's band with
+        enough support (the rule of ``prior_check``, applied to neutral priors too); nan elsewhere."""
+        n_with = indicator.sum(axis=0)
+        mean, sd = self.setting_prior.mean, self.setting_prior.sd
+        z = np.abs(effects - mean) / np.hypot(sd, sds)
+        hit = (n_with >= MIN_SUPPORT) & (len(indicator) - n_with >= MIN_SUPPORT) & (sds < sd) & (z > Z_BAND)
+        return np.where(hit, np.abs(effects) + Z_BAND * sds, np.nan)
 
     def _fit_gp(self, indicator: np.ndarray, y: np.ndarray, *, optimize: bool) -> None:
         self._effect_mean, self._effect_sd = self._mean_and_scale()
@@ -108,7 +123,8 @@ class TimeModel:
             self.fitted = False
             return self
         y = data.y.copy()
-        self.miscalibrated = set()
+        self.miscalibrated, self.checks = set(), []
+        self._reach = np.full(len(self.space.setting_keys), np.nan)
         if data.censored.any():
             # A first pass at the last hyperparameters is enough to place the censored points.
             self._fit_gp(data.indicator[ok], y[ok], optimize=False)
@@ -117,6 +133,7 @@ class TimeModel:
         effects, sds = data_only_effects(data.indicator, y)
         self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
+        self._reach = self._contradicted(data.indicator, effects, sds)
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)
         self.fitted = True

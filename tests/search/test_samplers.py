@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.runner.result import TrialStatus
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.samplers import InfraRSISampler
@@ -134,10 +135,18 @@ def test_top_candidates_rank_by_model_not_by_one_lucky_run():
     assert top[0].predicted_job_s <= top[1].predicted_job_s <= top[2].predicted_job_s
 
 
+def _rough_memory_priors(space: SearchSpace) -> PriorTable:
+    """What a built-in table knows: micro-batch and checkpointing move memory, the rest barely."""
+    rough = {"micro_batch_size=1": -0.3, "micro_batch_size=2": -0.2, "micro_batch_size=8": 0.3,
+             "micro_batch_size=16": 0.6, "activation_checkpointing=True": -0.2}
+    return PriorTable.of([Prior(key=k, time_log_mean=0.0, time_log_sd=1.0, mem_log_mean=rough.get(k, 0.0),
+                                mem_log_sd=0.3 if k in rough else 0.1, source="test") for k in space.setting_keys])
+
+
 def test_the_sampler_pairs_a_fast_oom_candidate_with_memory_savers():
     space = _space()
     surface = _surface(space, seed=0)  # micro-batch 16 is the fastest setting and never fits
-    sampler, history, paired = InfraRSISampler(space), [], []
+    sampler, history, paired = InfraRSISampler(space, _rough_memory_priors(space)), [], []
     for _ in range(16):
         proposal = sampler.ask(history)
         history.append(surface.run(proposal.candidate))
