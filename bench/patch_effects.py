@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=200)
     effects = [e for f in args.fixtures for e in measure(f, args.rounds, console)]
     console.print(table(effects, args.rounds))
     if args.json:

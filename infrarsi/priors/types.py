@@ -129,8 +129,27 @@ class PriorTable:
         return len(self.entries)
 
     def merged(self, other: PriorTable) -> PriorTable:
-        """This table with ``other``'s entries taking precedence."""
-        return PriorTable({**self.entries, **other.entries})
+        """This table with ``other``'s entries taking precedence, quantity by quantity: where
+        ``other`` holds no belief (a neutral sd, no start-up seconds), this table's stays. A bank
+        that measured only step times must not erase what the table knows about memory."""
+        entries = dict(self.entries)
+        for key, new in other.entries.items():
+            old = entries.get(key)
+            if old is None:
+                entries[key] = new
+                continue
+            keep_time = new.time_log_sd >= NEUTRAL_TIME_SD
+            keep_mem = new.mem_log_sd >= NEUTRAL_MEM_SD
+            entries[key] = Prior(
+                key=key,
+                time_log_mean=old.time_log_mean if keep_time else new.time_log_mean,
+                time_log_sd=old.time_log_sd if keep_time else new.time_log_sd,
+                mem_log_mean=old.mem_log_mean if keep_mem else new.mem_log_mean,
+                mem_log_sd=old.mem_log_sd if keep_mem else new.mem_log_sd,
+                startup_s=new.startup_s or old.startup_s,
+                source=new.source + (f"; otherwise {old.source}" if keep_time or keep_mem or (old.startup_s and not new.startup_s) else ""),
+            )
+        return PriorTable(entries)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {k: p.to_dict() for k, p in self.entries.items()}

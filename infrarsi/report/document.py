@@ -62,7 +62,7 @@ def reproduce_blocks(audit: Audit, repo: str) -> list[Block]:
 
 
 def change_blocks(audit: Audit) -> list[Block]:
-    title = f"{audit.setting} ({'promoted' if audit.promoted else 'not promoted'})"
+    title = f"{audit.setting} ({tables.verdict_word(audit)})"
     blocks: list[Block] = [Heading(title, 3)]
     if not audit.hunks:
         blocks.append(Text("No source change: launch settings only." if audit.trial is not None

@@ -85,6 +85,9 @@ class Audit:
     setting: str
     candidate: dict[str, Any]
     promoted: bool
+    """The one candidate the run promoted (the fastest of those that cleared the floor)."""
+    cleared: bool
+    """Its interval cleared the promotion floor (a slower one that also cleared is not promoted)."""
     reason: str
     job_speedup: tuple[float, float, float] | None
     step_speedup: tuple[float, float, float] | None
@@ -263,7 +266,7 @@ def _by_status(lines: list[TrialLine], interrupted_s: float) -> list[StatusCost]
     return out
 
 
-def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial]) -> Audit:
+def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial], promoted: Verdict | None) -> Audit:
     key = verdict.candidate.key()
     mine = [s for s in stored if s.result.candidate.key() == key]
     # A trial's hunks are what its workspace differed by from the repo: the same for every trial of
@@ -274,7 +277,8 @@ def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial]) -> A
     changed = changed_knobs(verdict.candidate, contract)
     return Audit(
         setting=describe(verdict.candidate, contract), candidate=verdict.candidate.to_dict(),
-        promoted=verdict.promoted, reason=verdict.reason, job_speedup=verdict.job_speedup,
+        promoted=promoted is not None and promoted.candidate.key() == key, cleared=verdict.promoted,
+        reason=verdict.reason, job_speedup=verdict.job_speedup,
         step_speedup=verdict.step_speedup, max_loss_diff=verdict.max_loss_diff,
         trial=shown.number if shown else None, paths=sorted({h.path for h in hunks}), hunks=hunks,
         command=reproduce_command(verdict.candidate, contract),
@@ -324,7 +328,7 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         interrupted_s=run.interrupted_s,
         failed_s=sum(line.wall_s for line in lines if line.status in FAILED) + run.interrupted_s,
         patch_checks=list(run.patch_checks),
-        audits=[_audit(v, contract, trials) for v in run.verdicts],
+        audits=[_audit(v, contract, trials, run.promoted) for v in run.verdicts],
         memory_prices=[PriceLine(**{k: p[k] for k in ("key", "log_effect", "log_sd", "pct", "bytes_at_baseline")})
                        for p in run.memory_prices],
         prior_checks=[_prior_line(p) for p in run.prior_checks],

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from infrarsi.report import units
-from infrarsi.report.model import INTERRUPTED, Report, Side
+from infrarsi.report.model import INTERRUPTED, Audit, Report, Side
 
 MISCALIBRATED = "✗ miscalibrated"
 
@@ -74,8 +74,14 @@ def trials(report: Report) -> Table:
     return Table("Every trial", ["#", "kind", "status", "setting", "step", "peak", "wall s", "why"], rows)
 
 
+def verdict_word(audit: Audit) -> str:
+    if audit.promoted:
+        return "promoted"
+    return "cleared, slower" if audit.cleared else "not promoted"
+
+
 def verdicts(report: Report) -> Table:
-    rows = [[a.setting, "promoted" if a.promoted else "not promoted", units.interval(a.job_speedup),
+    rows = [[a.setting, verdict_word(a), units.interval(a.job_speedup),
              "–" if a.max_loss_diff is None else f"{a.max_loss_diff:.2g}", a.reason]
             for a in report.audits]
     return Table("Re-verified candidates", ["candidate", "verdict", "job speedup (95% CI)", "max |Δloss|", "reason"],

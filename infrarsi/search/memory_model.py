@@ -21,12 +21,15 @@ from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtr
 
 from infrarsi.runner.result import TrialResult, TrialStatus
-from infrarsi.search.effects import coefficient_prior, setting_priors
+from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, setting_priors
+from infrarsi.search.prior_check import Z_BAND, check_all
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 
 _LOG_2PI = math.log(2 * math.pi)
-_SIGMA_BOUNDS = (math.log(1e-3), math.log(10.0))
+_SIGMA_BOUNDS = (math.log(1e-3), math.log(0.25))
+"""A peak repeats within a few percent; letting sigma grow past ~25% lets the fit explain OOMs its
+prior did not expect as noise, and then every candidate looks like a coin flip on memory."""
 _SIGMA_PRIOR = (math.log(0.1), 1.0)
 """log sigma ~ N(log 0.1, 1): peaks repeat within ~10%, give or take an e-fold."""
 _INTERCEPT_SD = 10.0
@@ -79,9 +82,11 @@ class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0):
         self.space = space
         self.priors = priors or PriorTable()
-        mean, precision = coefficient_prior(space, setting_priors(space, self.priors, "mem"))
-        self.prior_mean = mean
-        self.prior_precision = precision / prior_weakening**2
+        self.prior_weakening = prior_weakening
+        self.setting_prior = setting_priors(space, self.priors, "mem")
+        self._use_prior(self.setting_prior)
+        self.contradicted: set[str] = set()
+        """Settings whose memory prior the data contradict: it stops steering (as in the time model)."""
         self.fitted = False
         self.data: MemoryData | None = None
         self._theta: np.ndarray | None = None
@@ -89,13 +94,39 @@ class MemoryModel:
 
     # --- fitting ---------------------------------------------------------------------------
 
+    def _use_prior(self, prior: SettingPriors) -> None:
+        mean, precision = coefficient_prior(self.space, prior)
+        self.prior_mean = mean
+        self.prior_precision = precision / self.prior_weakening**2
+
     def fit(self, history: list[TrialResult]) -> MemoryModel:
         self.data = memory_data(self.space, history)
         if len(self.data.y) == 0:
             self.fitted = False
             return self
         X = self.data.indicator @ self.space.setting_deltas
+        self._use_prior(self._revised_prior(X))
         return self.fit_arrays(X, self.data.y, self.data.censored)
+
+    def _revised_prior(self, X: np.ndarray) -> SettingPriors:
+        """The setting priors, except those a data-only fit contradicts (the rule of
+        ``prior_check``): their mean is dropped and their sd widened to hold what the data show.
+        Every compile=True trial OOMing while compile's prior says "no memory change" must
+        move compile's price, not spread the blame over micro-batch and patches."""
+        self.contradicted = set()
+        if not len(self.priors):
+            return self.setting_prior
+        data_only = MemoryModel(self.space).fit_arrays(X, self.data.y, self.data.censored)
+        effects, sds = data_only.setting_effects()
+        checks = check_all(self.space.setting_keys, self.priors, "memory", self.data.indicator, effects, sds)
+        reach = {c.key: abs(c.observed) + Z_BAND * c.observed_sd for c in checks if c.miscalibrated}
+        if not reach:
+            return self.setting_prior
+        self.contradicted = set(reach)
+        hit = np.array([k in reach for k in self.space.setting_keys])
+        wide = np.array([max(UNKNOWN_LOG_SD, reach.get(k, 0.0)) for k in self.space.setting_keys])
+        p = self.setting_prior
+        return SettingPriors(np.where(hit, 0.0, p.mean), np.where(hit, wide, p.sd), p.known)
 
     def _unpack(self, theta: np.ndarray) -> tuple[float, np.ndarray, float]:
         return theta[0], theta[1:-1], theta[-1]

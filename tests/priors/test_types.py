@@ -3,7 +3,7 @@ import math
 import pytest
 
 from infrarsi.priors import Prior, PriorTable, neutral_prior, patch_key, setting_key
-from infrarsi.priors.types import NEUTRAL_TIME_SD
+from infrarsi.priors.types import NEUTRAL_MEM_SD, NEUTRAL_TIME_SD
 
 
 def prior(key="batch_size=4", **kw) -> Prior:
@@ -62,3 +62,14 @@ def test_context_keys_cover_tunable_domains_defaults_and_patches(make_context):
     keys = make_context("cpu").keys()
     assert "batch_size=16" in keys and "checkpointing=True" in keys and "patch:sdpa_attention" in keys
     assert not any(k.startswith("seed=") for k in keys)  # a workload knob is an invariant, not a setting
+
+
+def test_merged_keeps_a_quantity_the_other_table_knows_nothing_about():
+    base = PriorTable.of([prior("compile=True", mem_log_mean=0.3, mem_log_sd=0.2, startup_s=40.0)])
+    # A bank that measured step times only: its memory belief is neutral, its start-up unknown.
+    bank = PriorTable.of([prior("compile=True", time_log_mean=-0.1, time_log_sd=0.05, mem_log_mean=0.0,
+                                mem_log_sd=NEUTRAL_MEM_SD, source="bank")])
+    merged = base.merged(bank).get("compile=True")
+    assert (merged.time_log_mean, merged.time_log_sd) == (-0.1, 0.05)
+    assert (merged.mem_log_mean, merged.mem_log_sd, merged.startup_s) == (0.3, 0.2, 40.0)
+    assert merged.source.startswith("bank; otherwise")

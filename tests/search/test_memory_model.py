@@ -111,3 +111,18 @@ def test_a_prior_steers_an_unmeasured_setting_and_data_override_it():
     assert effects[space.setting_keys.index("patch:big_buffers")] == pytest.approx(-0.5, abs=0.05)
     effects, _ = MemoryModel(space, wrong).fit(history).setting_effects()
     assert effects[space.setting_keys.index("patch:big_buffers")] == pytest.approx(0.40, rel=0.1)
+
+
+def test_a_tight_prior_the_data_contradict_stops_steering():
+    space, history, _ = _data(3)
+    # Sure that compile costs no memory (sd 3%): 60 trials say +30% (PRICES), OOMs included.
+    sure = PriorTable.of([Prior(key="compile=True", time_log_mean=0.0, time_log_sd=0.2,
+                                mem_log_mean=0.0, mem_log_sd=0.03, source="test")])
+    model = MemoryModel(space, sure).fit(history)
+    assert model.contradicted == {"compile=True"}
+    effects, _ = model.setting_effects()
+    assert effects[space.setting_keys.index("compile=True")] == pytest.approx(PRICES["compile=True"], rel=0.15)
+    # A prior the data agree with keeps steering.
+    agreeing = PriorTable.of([Prior(key="compile=True", time_log_mean=0.0, time_log_sd=0.2,
+                                    mem_log_mean=0.3, mem_log_sd=0.05, source="test")])
+    assert MemoryModel(space, agreeing).fit(history).contradicted == set()
