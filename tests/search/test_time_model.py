@@ -106,3 +106,23 @@ def test_a_start_up_prior_counts_before_any_compiled_trial(dense_space):
     startup = TimeModel(dense_space, prior).fit(history).predict([base, compiled]).startup_s
     assert startup[0] == pytest.approx(3.0, abs=0.1)
     assert startup[1] - startup[0] == pytest.approx(40.0, abs=0.5)
+
+
+def test_a_twenty_fold_outlier_lands_in_its_own_effect_not_in_everyones_uncertainty(dense_space):
+    # bf16 believed 25% faster (sd 0.3); DENSE_TIME makes it e^3 = 20x slower.
+    wrong = PriorTable.of([Prior(key="dtype=bfloat16", time_log_mean=-0.3, time_log_sd=0.3,
+                                 mem_log_mean=0.0, mem_log_sd=0.1, source="test")])
+    surface, history = _history(dense_space, 12, seed=5)
+    bf16 = [t for t in history if t.candidate.knobs.get("dtype") == "bfloat16"]
+    assert len(bf16) >= 2 and len(history) - len(bf16) >= 2
+    model = TimeModel(dense_space, wrong).fit(history)
+    assert "dtype=bfloat16" in model.miscalibrated
+    fp32 = [c for c in dense_space.sample(np.random.default_rng(7), 100) if c.knobs.get("dtype") != "bfloat16"]
+    pred = model.predict(fp32)
+    truth = np.array([surface.log_step(c) for c in fp32])
+    # Candidates without bf16 stay as predictable as if the bf16 trials had never run: the outlier
+    # did not inflate the GP's noise or amplitude.
+    without = TimeModel(dense_space, wrong).fit([t for t in history if t not in bf16]).predict(fp32)
+    assert np.median(pred.log_step_sd) <= 1.25 * np.median(without.log_step_sd)
+    rmse = np.sqrt(np.mean((pred.log_step - truth) ** 2))
+    assert rmse <= 1.25 * np.sqrt(np.mean((without.log_step - truth) ** 2))
