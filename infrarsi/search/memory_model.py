@@ -27,9 +27,11 @@ from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 
 _LOG_2PI = math.log(2 * math.pi)
-_SIGMA_BOUNDS = (math.log(1e-3), math.log(0.25))
-"""A peak repeats within a few percent; letting sigma grow past ~25% lets the fit explain OOMs its
-prior did not expect as noise, and then every candidate looks like a coin flip on memory."""
+_SIGMA_BOUNDS = (math.log(0.02), math.log(0.25))
+"""A peak repeats within a few percent (doctor's repeats here: 0.55-0.58 GiB), so sigma never
+claims less than 2%, which would make a candidate one percent under the budget a sure fit; and
+never more than 25%, which would let the fit explain OOMs its prior did not expect as noise and
+make every candidate a coin flip on memory."""
 _SIGMA_PRIOR = (math.log(0.1), 1.0)
 """log sigma ~ N(log 0.1, 1): peaks repeat within ~10%, give or take an e-fold."""
 _INTERCEPT_SD = 10.0

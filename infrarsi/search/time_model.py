@@ -28,7 +28,7 @@ from scipy.special import log_ndtr
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.search.prior_check import MIN_SUPPORT, Z_BAND, PriorCheck, check_all, data_only_effects
+from infrarsi.search.prior_check import Z_BAND, PriorCheck, check_all, contradicts, data_only_effects
 from infrarsi.search.effects import UNKNOWN_LOG_SD, prior_startup_s, setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
 from infrarsi.priors.types import PriorTable
@@ -101,9 +101,7 @@ class TimeModel:
         """|effect| + Z_BAND sd where the data-only effect lies outside the prior's band with
         enough support (the rule of ``prior_check``, applied to neutral priors too); nan elsewhere."""
         n_with = indicator.sum(axis=0)
-        mean, sd = self.setting_prior.mean, self.setting_prior.sd
-        z = np.abs(effects - mean) / np.hypot(sd, sds)
-        hit = (n_with >= MIN_SUPPORT) & (len(indicator) - n_with >= MIN_SUPPORT) & (sds < sd) & (z > Z_BAND)
+        hit = contradicts(self.setting_prior.mean, self.setting_prior.sd, effects, sds, n_with, len(indicator) - n_with)
         return np.where(hit, np.abs(effects) + Z_BAND * sds, np.nan)
 
     def _fit_gp(self, indicator: np.ndarray, y: np.ndarray, *, optimize: bool) -> None:
