@@ -149,8 +149,8 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
            auto_threads: int | None = None) -> tuple[list[KnobValue], str]:
     """(values the search may try, why it is fixed when it is): a domain of one value means fixed.
 
-    ``auto_threads``: how many threads a non-positive thread count (the library's default) means;
-    torch uses the physical cores."""
+    ``auto_threads``: how many threads a non-positive thread count (the library's default) means,
+    when that is known (torch's physical cores for a single process)."""
     default = knob.default
     assert default is not None
     if role in ("workload", "unknown", "steps"):
@@ -169,8 +169,8 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
         return _with_default([global_batch // m for m in power_of_two_divisors(global_batch)], default), ""
     if role == "threads" and knob.type == "int":
         counts = list(range(1, cpu_count + 1))
-        if isinstance(default, int) and default <= 0:  # the default already runs this many: no second trial of it
-            counts = [n for n in counts if n != (auto_threads or cpu_count)]
+        if auto_threads and isinstance(default, int) and default <= 0:  # the default already runs that many
+            counts = [n for n in counts if n != auto_threads]
         return _with_default(counts, default), ""
     if role == "dtype" and knob.type == "str":
         return _with_default(list(_DTYPES), default), ""

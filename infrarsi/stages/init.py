@@ -218,12 +218,14 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str]) -> tuple[list[
         )
 
     cpu_count = os.cpu_count() or 1
-    physical = psutil.cpu_count(logical=False) or cpu_count
+    # torch's default thread count: the physical cores for one process; under torchrun it
+    # depends on the process count (OMP_NUM_THREADS=1 for several), so no count is implied.
+    auto = (psutil.cpu_count(logical=False) or cpu_count) if ep.launcher == "python" else None
     knobs = []
     for k in found.knobs:
         role = roles[k.name]
         values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count,
-                             auto_threads=physical)
+                             auto_threads=auto)
         tunable = len(values) >= 2
         if role not in ("workload", "unknown", "steps") and not tunable:
             warnings.append(f"knob {k.name} ({role}) stays fixed: {why or 'a single value'}")

@@ -69,7 +69,8 @@ def test_domains():
     assert values == [1, 2, 4, 8, 16, 32]
     assert domain("micro_batch", knob("mbs", 4), global_batch=None, cpu_count=2)[0] == []
     # 0 keeps torch's default, which already uses every physical core: that count is not tried again.
-    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=2)[0] == [0, 1]
+    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=2, auto_threads=2)[0] == [0, 1]
+    assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=2)[0] == [0, 1, 2]  # torchrun
     assert domain("threads", knob("threads", 0), global_batch=16, cpu_count=4, auto_threads=2)[0] == [0, 1, 3, 4]
     assert domain("threads", knob("threads", 2), global_batch=16, cpu_count=4)[0] == [1, 2, 3, 4]
     assert domain("compile", knob("compile", False), global_batch=16, cpu_count=2)[0] == [False, True]
