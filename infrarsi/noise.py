@@ -2,10 +2,10 @@
 
 Three rules live here, each the single place it is decided:
 
-- **Smallest trustworthy speedup** (:func:`min_trustworthy_speedup`, "the noise floor"). Comparing one run of a
-  candidate with one run of the baseline, the log-ratio of their median step times has a standard
-  deviation of about ``sqrt(2)·cv`` where ``cv`` is the run-to-run coefficient of variation of a
-  run's median step time. A speedup below ``1 + z·sqrt(2)·cv`` (z = 1.96 at 95%) can be noise.
+- **Smallest trustworthy speedup** (:func:`min_trustworthy_speedup`, "the noise floor").
+  Comparing one run of a candidate with one run of the baseline, the log-ratio of their median
+  step times has a standard deviation of about ``sqrt(2)·cv`` where ``cv`` is the run-to-run
+  coefficient of variation of a run's median step time. A speedup below ``1 + z·sqrt(2)·cv`` (z = 1.96 at 95%) can be noise.
   Two or three runs estimate ``cv`` poorly, so ``cv`` is never taken below the standard error of a
   median the within-run noise alone implies (``1.2533·cv_within/sqrt(steps)``), and the result is
   never below :data:`MIN_SPEEDUP_FLOOR`. Re-verification repeats the comparison in interleaved

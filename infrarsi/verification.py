@@ -83,6 +83,10 @@ class Rounds:
         """How many times the intervals may be looked at, the last round included."""
         return self.most - self.least + 1
 
+    @property
+    def per_look(self) -> float:
+        """One interval's level when a single candidate is looked at after every round."""
+        return per_look(self.confidence, self.looks)
 
     def run(self, run_round: Callable[[int], None], decided: Callable[[int], bool]) -> int:
         """Run rounds until ``decided(rounds_done)`` or ``most``; how many rounds ran."""
@@ -94,6 +98,7 @@ class Rounds:
 
 
 def per_look(confidence: float, looks: int) -> float:
+    """Bonferroni: each of ``looks`` intervals gets an equal share of the error."""
     return 1 - (1 - confidence) / looks
 
 

@@ -140,6 +140,7 @@ class PriorTable:
                 continue
             keep_time = new.time_log_sd >= NEUTRAL_TIME_SD
             keep_mem = new.mem_log_sd >= NEUTRAL_MEM_SD
+            kept_any = keep_time or keep_mem or bool(old.startup_s and not new.startup_s)
             entries[key] = Prior(
                 key=key,
                 time_log_mean=old.time_log_mean if keep_time else new.time_log_mean,
@@ -147,7 +148,7 @@ class PriorTable:
                 mem_log_mean=old.mem_log_mean if keep_mem else new.mem_log_mean,
                 mem_log_sd=old.mem_log_sd if keep_mem else new.mem_log_sd,
                 startup_s=new.startup_s or old.startup_s,
-                source=new.source + (f"; otherwise {old.source}" if keep_time or keep_mem or (old.startup_s and not new.startup_s) else ""),
+                source=new.source + (f"; otherwise {old.source}" if kept_any else ""),
             )
         return PriorTable(entries)
 

@@ -48,7 +48,8 @@ def comparison(report: Report) -> Table:
     ]
     caption = f"Baseline: {b.source}. " + (f"Promoted: {p.source}. " if p else "No candidate was promoted. ")
     caption += ("Speedups are baseline over candidate with a 95% confidence interval; "
-                f"promoted only above {report.promotion_floor:.3f}× (one run alone would need {report.noise_floor:.3f}×).")
+                f"promoted only above {report.promotion_floor:.3f}× "
+                f"(one run alone would need {report.noise_floor:.3f}×).")
     if report.peak_flops:
         caption += f" MFU against {report.peak_flops}; FLOPs per token are fixed by the contract."
     return Table("Baseline against promoted", ["", "baseline", "promoted", "change"], rows, caption)

@@ -55,7 +55,9 @@ def _sq_dist(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 class GP:
     def __init__(self, hyper: Hyper = DEFAULT_HYPER, *, noise_floor: float = DEFAULT_NOISE_FLOOR):
-        self.bounds = [(math.log(1e-6), math.log(MAX_AMPLITUDE)), (math.log(0.1), math.log(100.0)), (2 * math.log(noise_floor), 2 * math.log(max(MAX_NOISE_SD, 2 * noise_floor)))]
+        max_noise = max(MAX_NOISE_SD, 2 * noise_floor)
+        self.bounds = [(math.log(1e-6), math.log(MAX_AMPLITUDE)), (math.log(0.1), math.log(100.0)),
+                       (2 * math.log(noise_floor), 2 * math.log(max_noise))]
         self.hyper = replace(hyper, noise=max(hyper.noise, noise_floor**2))
 
     def _neg_lml(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, lin: np.ndarray, dist: np.ndarray):

@@ -7,8 +7,9 @@ too. Fitting by censored likelihood lets OOMs teach the model instead of being t
 coefficients are each setting's memory price.
 
 The weights get a weak Gaussian prior toward the prior effects (their sds widened by
-``prior_weakening``, correlations between a knob's columns kept), the intercept a vague one, and log sigma a weak one so a handful of points
-cannot collapse the noise to zero. Parameter uncertainty comes from the Laplace approximation.
+``prior_weakening``, correlations between a knob's columns kept), the intercept a vague one, and
+log sigma a weak one so a handful of points cannot collapse the noise to zero. Parameter
+uncertainty comes from the Laplace approximation.
 """
 
 from __future__ import annotations

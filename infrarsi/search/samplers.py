@@ -26,10 +26,9 @@ from infrarsi.search.time_model import TimeModel
 
 _HARD_FAILURES = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
 SEED_P_FITS = 0.8
+"""A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
 SEED_DISTANCE = 3
 """Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
-
-"""A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
 
 
 @dataclass(frozen=True, slots=True)

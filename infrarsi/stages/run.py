@@ -304,7 +304,7 @@ def run(
         result.message = "interrupted: every finished trial is kept in the study; run again to continue"
     _summarize(session, context, result, skipped)
     save_run(result, repo)
-    if result.status == "ok" and session.verified_here:  # one worker per round records it in the bank
+    if result.status in ("ok", "no_promotion") and session.verified_here:  # one worker per round records it
         context.record_findings(result, store.history())
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
