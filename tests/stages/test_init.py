@@ -202,7 +202,8 @@ FIXTURES = {
                                       "aux_loss_coef": "workload"}),
     "ddp_gpt": ("argparse", "torchrun", {**COMMON, "bucket_cap_mb": "ddp_bucket_mb",
                                          "gradient_as_bucket_view": "ddp_grad_as_bucket_view",
-                                         "static_graph": "ddp_static_graph", "nproc_per_node": "nproc_per_node"}),
+                                         "static_graph": "ddp_static_graph", "fsdp": "fsdp",
+                                         "nproc_per_node": "nproc_per_node"}),
 }
 
 
