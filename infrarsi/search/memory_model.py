@@ -19,15 +19,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import log_ndtr, ndtr
+from scipy.special import ndtr
 
 from infrarsi.runner.result import TrialResult, TrialStatus
 from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, setting_priors
 from infrarsi.search.prior_check import Z_BAND, check_all
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
+from infrarsi.search.truncated import mean_above, tail_terms
 
-_LOG_2PI = math.log(2 * math.pi)
 _SIGMA_BOUNDS = (math.log(0.02), math.log(0.25))
 """A peak repeats within a few percent (doctor's repeats here: 0.55-0.58 GiB), so sigma never
 claims less than 2%, which would make a candidate one percent under the budget a sure fit; and
@@ -74,13 +74,6 @@ def memory_data(space: SearchSpace, history: list[TrialResult]) -> MemoryData:
     return MemoryData(space.indicator(trials), np.array(ys), np.array(cens, dtype=bool))
 
 
-def _censored_terms(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """-log P(Z > a) and the inverse Mills ratio phi(a) / P(Z > a), stable in both tails."""
-    log_tail = log_ndtr(-a)
-    mills = np.exp(-0.5 * a**2 - 0.5 * _LOG_2PI - log_tail)
-    return -log_tail, mills
-
-
 class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0):
         self.space = space
@@ -109,7 +102,15 @@ class MemoryModel:
             return self
         X = self.data.indicator @ self.space.setting_deltas
         self._use_prior(self._revised_prior(X))
-        return self.fit_arrays(X, self.data.y, self.data.censored)
+        y, censored = self.data.y.copy(), self.data.censored
+        if censored.any() and (~censored).any():
+            # An OOM says only "above the budget"; fitted as such, the mode sits on the budget and
+            # every variant that saves a little looks likely to fit, trial after trial. As the
+            # time model does for slow aborts, the bound moves up to where the peak most likely is:
+            # E[peak | peak > bound] under a fit of the measured peaks and the prior.
+            mean, sd = self.fit_arrays(X[~censored], y[~censored], censored[~censored]).predict(X[censored])
+            y[censored] = mean_above(mean, sd, y[censored])
+        return self.fit_arrays(X, y, censored)
 
     def _revised_prior(self, X: np.ndarray) -> SettingPriors:
         """The setting priors, except those a data-only fit contradicts (the rule of
@@ -141,7 +142,7 @@ class MemoryModel:
         obs = ~censored
         r = (y[obs] - z[obs]) / sigma
         a = (y[censored] - z[censored]) / sigma
-        tail_nll, mills = _censored_terms(a)
+        tail_nll, mills = tail_terms(a)
         nll = obs.sum() * s + 0.5 * (r @ r) + tail_nll.sum()
         d_z = np.zeros_like(z)
         d_z[obs] = -r / sigma
@@ -179,7 +180,7 @@ class MemoryModel:
         """Covariance of (intercept, weights): the inverse Hessian of the negative log posterior."""
         z = Xa @ theta[:-1]
         a = (y[censored] - z[censored]) / self.sigma
-        _, mills = _censored_terms(a)
+        _, mills = tail_terms(a)
         h = np.full(len(y), 1.0 / self.sigma**2)
         h[censored] = mills * (mills - a) / self.sigma**2
         prior_prec = np.zeros((Xa.shape[1], Xa.shape[1]))

@@ -19,7 +19,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
 from infrarsi.llm import load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
-from infrarsi.priors.types import Prior, patch_key
+from infrarsi.priors.types import Prior, neutral_prior, patch_key
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
@@ -131,15 +131,19 @@ class Strategy:
         from infrarsi.bank import BestConfig, EffectFinding, PatchFinding
 
         effects = []
-        for check in prior_checks(self.space, self.priors, history):
-            if check.quantity != "time" or not math.isfinite(check.observed):
+        # Every setting gets a check, a neutral prior where the table had none: a finding is what
+        # the trials showed, whatever was believed before.
+        everything = PriorTable.of([neutral_prior(k) for k in self.space.setting_keys]).merged(self.priors)
+        for check in prior_checks(self.space, everything, history):
+            # A setting no trial held has only the ridge's shrunk zero to show: not a finding.
+            if check.quantity != "time" or not math.isfinite(check.observed) or check.n_trials == 0:
                 continue
             name, _, value = check.key.partition("=")
             role = "patch" if check.key.startswith("patch:") else self.contract.knob(name).role
             baseline = "off" if role == "patch" else self.contract.knob(name).default
             effects.append(EffectFinding(key=check.key, role=role, value=value or "on", baseline=baseline,
                                          time_log=check.observed, time_sd=max(check.observed_sd, 1e-3),
-                                         n=max(check.n_trials, 1)))
+                                         n=check.n_trials))
         verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else
                                  ("not_applicable" if c.status == "skipped" else c.status), detail=c.reason[:200])
                     for c in result.patch_checks]

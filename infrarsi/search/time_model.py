@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_ndtr
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
@@ -33,6 +32,7 @@ from infrarsi.search.effects import UNKNOWN_LOG_SD, prior_startup_s, setting_pri
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
+from infrarsi.search.truncated import mean_above
 
 _CENSORED = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
 
@@ -127,7 +127,7 @@ class TimeModel:
             # A first pass at the last hyperparameters is enough to place the censored points.
             self._fit_gp(data.indicator[ok], y[ok], optimize=False)
             mu, sd = self._predict_log_step(data.indicator[data.censored], with_noise=True)
-            y[data.censored] = _mean_above(mu, sd, data.y[data.censored])
+            y[data.censored] = mean_above(mu, sd, data.y[data.censored])
         effects, sds = data_only_effects(data.indicator, y)
         self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
@@ -158,11 +158,3 @@ class TimeModel:
 
     def predict(self, candidates: list[Candidate]) -> TimePrediction:
         return self.predict_indicator(self.space.indicator(candidates))
-
-
-def _mean_above(mu: np.ndarray, sd: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """E[Y | Y > bound] for Y ~ N(mu, sd): where a censored observation most likely lies."""
-    sd = np.maximum(sd, 1e-6)
-    a = (bound - mu) / sd
-    mills = np.exp(-0.5 * a**2 - 0.5 * math.log(2 * math.pi) - log_ndtr(-a))
-    return np.maximum(bound, mu + sd * mills)
