@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infrarsi.priors.types import NEUTRAL_TIME_SD, PriorTable
+from infrarsi.search.prior_check import Z_BAND, contradicts
 from infrarsi.search.space import SearchSpace
 
 UNKNOWN_LOG_SD = NEUTRAL_TIME_SD
@@ -34,6 +35,19 @@ def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> Set
             sd[i] = getattr(prior, f"{quantity}_log_sd")
             known[i] = True
     return SettingPriors(mean, sd, known)
+
+
+def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, sds: np.ndarray, *,
+             known_only: bool = False) -> tuple[SettingPriors, np.ndarray]:
+    """``prior`` with every setting the data contradict (``prior_check``'s rule, on the data-only
+    ``effects`` and ``sds``) loosened: its mean dropped, its sd widened to hold the effect seen.
+    ``known_only`` leaves the neutral entries alone. Also returns which settings were loosened."""
+    n_with = indicator.sum(axis=0)
+    hit = contradicts(prior.mean, prior.sd, effects, sds, n_with, len(indicator) - n_with)
+    if known_only:
+        hit &= prior.known
+    wide = np.maximum(UNKNOWN_LOG_SD, np.abs(effects) + Z_BAND * sds)
+    return SettingPriors(np.where(hit, 0.0, prior.mean), np.where(hit, wide, prior.sd), prior.known), hit
 
 
 def coefficient_prior(space: SearchSpace, prior: SettingPriors) -> tuple[np.ndarray, np.ndarray]:

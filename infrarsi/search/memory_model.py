@@ -22,8 +22,7 @@ from scipy.optimize import minimize
 from scipy.special import ndtr
 
 from infrarsi.runner.result import TrialResult, TrialStatus
-from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, setting_priors
-from infrarsi.search.prior_check import Z_BAND, check_all
+from infrarsi.search.effects import SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.truncated import mean_above, tail_terms
@@ -118,19 +117,12 @@ class MemoryModel:
         Every compile=True trial OOMing while compile's prior says "no memory change" must
         move compile's price, not spread the blame over micro-batch and patches."""
         self.contradicted = set()
-        if not len(self.priors):
+        if not self.setting_prior.known.any():
             return self.setting_prior
-        data_only = MemoryModel(self.space).fit_arrays(X, self.data.y, self.data.censored)
-        effects, sds = data_only.setting_effects()
-        checks = check_all(self.space.setting_keys, self.priors, "memory", self.data.indicator, effects, sds)
-        reach = {c.key: abs(c.observed) + Z_BAND * c.observed_sd for c in checks if c.miscalibrated}
-        if not reach:
-            return self.setting_prior
-        self.contradicted = set(reach)
-        hit = np.array([k in reach for k in self.space.setting_keys])
-        wide = np.array([max(UNKNOWN_LOG_SD, reach.get(k, 0.0)) for k in self.space.setting_keys])
-        p = self.setting_prior
-        return SettingPriors(np.where(hit, 0.0, p.mean), np.where(hit, wide, p.sd), p.known)
+        effects, sds = MemoryModel(self.space).fit_arrays(X, self.data.y, self.data.censored).setting_effects()
+        revised, hit = loosened(self.setting_prior, self.data.indicator, effects, sds, known_only=True)
+        self.contradicted = {k for k, h in zip(self.space.setting_keys, hit) if h}
+        return revised
 
     def _unpack(self, theta: np.ndarray) -> tuple[float, np.ndarray, float]:
         return theta[0], theta[1:-1], theta[-1]

@@ -27,8 +27,8 @@ import numpy as np
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.search.prior_check import Z_BAND, PriorCheck, check_all, contradicts, data_only_effects
-from infrarsi.search.effects import UNKNOWN_LOG_SD, prior_startup_s, setting_priors
+from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects
+from infrarsi.search.effects import loosened, prior_startup_s, setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
@@ -83,26 +83,16 @@ class TimeModel:
         self.fitted = False
         self.checks: list[PriorCheck] = []
         self.miscalibrated: set[str] = set()
-        self._reach = np.full(len(space.setting_keys), np.nan)
+        self._in_use = self.setting_prior
+        """The setting priors the fit uses: contradicted ones loosened (see ``effects.loosened``)."""
         self._gp = GP(noise_floor=noise_floor)
         """Kept between fits: the next fit starts from the last hyperparameters (fast, stable)."""
 
     # --- fitting ---------------------------------------------------------------------------
 
     def _mean_and_scale(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-setting prior mean and sd in use: where the data contradict the prior (``_reach``
-        is set), the mean is dropped and the sd made wide enough to hold the effect seen."""
-        drop = np.isfinite(self._reach)
-        mean = np.where(drop, 0.0, self.setting_prior.mean)
-        sd = np.where(drop, np.maximum(UNKNOWN_LOG_SD, np.nan_to_num(self._reach)), self.setting_prior.sd)
-        return mean, sd
-
-    def _contradicted(self, indicator: np.ndarray, effects: np.ndarray, sds: np.ndarray) -> np.ndarray:
-        """|effect| + Z_BAND sd where the data-only effect lies outside the prior's band with
-        enough support (the rule of ``prior_check``, applied to neutral priors too); nan elsewhere."""
-        n_with = indicator.sum(axis=0)
-        hit = contradicts(self.setting_prior.mean, self.setting_prior.sd, effects, sds, n_with, len(indicator) - n_with)
-        return np.where(hit, np.abs(effects) + Z_BAND * sds, np.nan)
+        """Per-setting prior mean and sd the fit uses."""
+        return self._in_use.mean, self._in_use.sd
 
     def _fit_gp(self, indicator: np.ndarray, y: np.ndarray, *, optimize: bool) -> None:
         self._effect_mean, self._effect_sd = self._mean_and_scale()
@@ -122,7 +112,7 @@ class TimeModel:
             return self
         y = data.y.copy()
         self.miscalibrated, self.checks = set(), []
-        self._reach = np.full(len(self.space.setting_keys), np.nan)
+        self._in_use = self.setting_prior
         if data.censored.any():
             # A first pass at the last hyperparameters is enough to place the censored points.
             self._fit_gp(data.indicator[ok], y[ok], optimize=False)
@@ -131,7 +121,8 @@ class TimeModel:
         effects, sds = data_only_effects(data.indicator, y)
         self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
-        self._reach = self._contradicted(data.indicator, effects, sds)
+        # Neutral priors too: a 20x effect must land in its own setting, whatever was believed.
+        self._in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds)
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)
         self.fitted = True
