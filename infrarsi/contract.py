@@ -175,7 +175,8 @@ class LossInvariant:
 @dataclass(kw_only=True, slots=True)
 class MemoryBudget:
     budget_bytes: int
-    """Largest peak a run may reach: per process tree on CPU, per device on GPU; above is OOM."""
+    """Largest peak a rank may reach: its process tree's RSS on CPU, its device's memory on GPU;
+    above is OOM. A plain script is one rank; under torchrun every worker is held to it."""
     device: str = "cpu"
     """cpu | cuda."""
 

@@ -93,8 +93,9 @@ def render(report: DoctorReport, repo: Path) -> None:
                              f"peak [dim]({eff.peak.source})[/]")
     else:
         table.add_row("MFU", "[yellow]not available[/] (see warnings)")
+    ranks = f", the largest of {mem.ranks} ranks against a per-rank budget" if mem.ranks > 1 else ""
     table.add_row("peak memory", f"{_gib(mem.peak_bytes)} of the {_gib(mem.budget_bytes)} budget "
-                                 f"({mem.fraction:.0%}, {mem.device})")
+                                 f"({mem.fraction:.0%}, {mem.device}{ranks})")
     table.add_row("job", f"{eff.projected_job_s / 60:.1f} min projected (start-up + planned steps)")
     table.add_row("loss", f"{loss.reference[0]:.4f} → {loss.reference[-1]:.4f} over {len(loss.reference)} "
                           f"steps; tolerance {loss.tolerance:.3g}, by-design {loss.numerics_tolerance:.3g}")

@@ -66,7 +66,10 @@ class TrialResult:
     """Loss of every step run, warm-up included."""
     tokens_per_step: int | None = None
     peak_bytes: int | None = None
-    """Peak memory: the watchdog's tree RSS on CPU, the probe's max allocated on CUDA."""
+    """Peak memory of the largest rank: its process tree's RSS on CPU, the probe's max allocated
+    on CUDA."""
+    rank_peak_bytes: list[int] = field(default_factory=list)
+    """On CPU, each rank's peak RSS by local rank (one entry for a plain script)."""
     startup_s: float | None = None
     """Launch to the end of the first step, minus that step's own time."""
     wall_s: float = 0.0

@@ -165,7 +165,8 @@ class _Trial:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
-        watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill())
+        watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill(),
+                                  per_rank=self.contract.workload.launcher == "torchrun")
         feed = StepFeed(self.probe_path, self.log_path, ranks=local_ranks(self.contract, argv))
         watchdog.start()
         try:
@@ -200,7 +201,8 @@ class _Trial:
                                     len(seen), spec.total_steps,
                                     {"step": step.index, "dt": step.dt, "loss": step.loss}))
             if watchdog.exceeded_at is not None:
-                return TrialStatus.OOM, self._oom_detail(watchdog.exceeded_at, "tree RSS")
+                what = f"rank {watchdog.exceeded_rank}'s RSS" if watchdog.per_rank else "tree RSS"
+                return TrialStatus.OOM, self._oom_detail(watchdog.exceeded_at, what)
             verdict = self._early_verdict(seen)
             if verdict is not None:
                 return verdict
@@ -251,6 +253,7 @@ class _Trial:
             r.peak_bytes = report.exit_peak_bytes
         else:
             r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
+            r.rank_peak_bytes = [watchdog.rank_peaks[k] for k in sorted(watchdog.rank_peaks)]
         if report.first_step_at is not None and report.steps:
             r.startup_s = max(0.0, report.first_step_at - self.process.started - report.steps[0].dt)
 

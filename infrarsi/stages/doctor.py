@@ -96,9 +96,11 @@ class Efficiency:
 @dataclass(kw_only=True, slots=True)
 class MemoryUse:
     peak_bytes: int
-    """Largest peak over the baseline runs."""
+    """Largest peak over the baseline runs (of the largest rank)."""
     budget_bytes: int
+    """Per rank."""
     device: str
+    ranks: int = 1
 
     @property
     def fraction(self) -> float:
@@ -368,7 +370,7 @@ def summarize(
 
     peaks = [r.peak_bytes for r in runs if r.peak_bytes]
     memory = MemoryUse(peak_bytes=max(peaks) if peaks else 0, budget_bytes=contract.memory.budget_bytes,
-                       device=contract.memory.device)
+                       device=contract.memory.device, ranks=max((len(r.rank_peak_bytes) for r in runs), default=1) or 1)
     if memory.fraction > 0.9:
         warnings.append(f"the baseline peaks at {memory.fraction:.0%} of the memory budget: little room "
                         "for settings that use more memory")

@@ -55,9 +55,11 @@ class TrialRow:
     step_s: float | None
     job_s: float | None
     peak_bytes: int | None
+    """The largest rank's."""
     wall_s: float
     detail: str
     reason: str = ""
+    rank_peak_bytes: list[int] = field(default_factory=list)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -210,7 +212,7 @@ def _row(number: int, kind: str, result: TrialResult, planned_steps: int, reason
     return TrialRow(
         number=number, kind=kind, status=result.status.value, candidate=result.candidate.to_dict(),
         step_s=result.step_time, job_s=job_seconds(result, planned_steps), peak_bytes=result.peak_bytes,
-        wall_s=result.wall_s, detail=result.detail[-300:], reason=reason,
+        wall_s=result.wall_s, detail=result.detail[-300:], reason=reason, rank_peak_bytes=result.rank_peak_bytes,
     )
 
 

@@ -49,6 +49,8 @@ def test_ddp_shape_tuned_end_to_end(tmp_path):
 
     doctor = cli("doctor", str(repo), "--repeats", "2")
     assert "communication" in doctor["phases"]["phases"], doctor["phases"]  # the loss all-reduce, timed by the probe
+    baseline_procs = int(load_contract(repo).knob("nproc_per_node").default)
+    assert doctor["memory"]["ranks"] == baseline_procs
 
     result = cli("run", str(repo), "--trials", "6", "--no-bank", timeout=840)
     assert result["status"] in ("ok", "no_promotion"), result["message"]
@@ -61,4 +63,8 @@ def test_ddp_shape_tuned_end_to_end(tmp_path):
     for t in over:
         assert t["status"] in ("ok", "aborted_slow", "timeout"), t
     ok = {s: t["step_s"] for s, t in tried.items() if t["status"] == "ok"}
+    # Memory is measured per rank and the budget applies to the largest.
+    for (procs, _), t in tried.items():
+        if t["status"] == "ok":
+            assert len(t["rank_peak_bytes"]) == procs and t["peak_bytes"] == max(t["rank_peak_bytes"]), t
     assert (2, 1) in ok or (1, 2) in ok, tried

@@ -10,6 +10,7 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from .conftest import alive, tree_digest
 
 pytestmark = pytest.mark.e2e
+MB = 2**20
 
 
 def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):
@@ -30,3 +31,31 @@ def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):
     workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
     assert len(workers) == 2
     assert not [pid for pid in workers if alive(pid)], "a torchrun worker survived"
+
+
+def test_each_rank_is_held_to_the_budget_not_their_sum(make_repo):
+    repo, contract = make_repo("ranks.py", budget_bytes=300 * MB)
+    contract.workload.launcher = "torchrun"
+    contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    # Rank 0 holds 100 MB, rank 1 200 MB: each under 300 MB, together (and with the agent) above.
+    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"alloc_mb": 100}),
+                                 steps=6, timeout_s=120))
+    assert result.status is TrialStatus.OK, result.detail
+    first, second = result.rank_peak_bytes
+    assert 100 * MB < first < second < 300 * MB
+    assert 80 * MB < second - first < 120 * MB
+    assert result.peak_bytes == second and first + second > 300 * MB
+
+
+def test_a_rank_above_the_budget_is_named_and_the_group_killed(make_repo):
+    repo, contract = make_repo("ranks.py", budget_bytes=300 * MB)
+    contract.workload.launcher = "torchrun"
+    contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    # Rank 1 holds 320 MB and sleeps 80 ms a step: the watchdog sees it long before 1000 steps.
+    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"alloc_mb": 160}),
+                                 steps=1000, timeout_s=120))
+    assert result.status is TrialStatus.OOM, result.detail
+    assert "rank 1's RSS reached" in result.detail and "above the budget of 0.29 GiB" in result.detail
+    assert len(result.losses) < 1000
+    workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
+    assert len(workers) == 2 and not [pid for pid in workers if alive(pid)]

@@ -1,5 +1,6 @@
 """A job for torchrun: rank 1 is four times slower; with --nan_at, rank 0's loss goes NaN at that
-step and every rank then hangs, as a diverged job stuck in a collective would."""
+step and every rank then hangs, as a diverged job stuck in a collective would. With --alloc_mb,
+rank r holds (r + 1) x that many MB from its first step on."""
 
 import argparse
 import math
@@ -14,10 +15,13 @@ parser.add_argument("--batch_size", type=int, default=4)
 parser.add_argument("--block_size", type=int, default=8)
 parser.add_argument("--step_s", type=float, default=0.02)
 parser.add_argument("--nan_at", type=int, default=-1)
+parser.add_argument("--alloc_mb", type=int, default=0)
 args = parser.parse_args()
 
 rank = int(os.environ.get("RANK", "0"))
 print(f"rank {rank} pid {os.getpid()}", flush=True)
+# Written, not just reserved: untouched pages would not count as resident.
+held = os.urandom(1) * (args.alloc_mb * (rank + 1) * 2**20)
 for it in range(args.max_iters):
     time.sleep(args.step_s * (1 + 3 * rank))
     loss = math.nan if it == args.nan_at and rank == 0 else 4.0 * 0.9**it
