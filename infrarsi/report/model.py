@@ -153,6 +153,8 @@ class Report:
     step_speedup: tuple[float, float, float] | None
     trials: list[TrialLine]
     by_status: list[StatusCost]
+    search_ended: str
+    """What stopped the search asking for trials."""
     spent_s: float
     interrupted_s: float
     failed_s: float
@@ -325,7 +327,8 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         promoted=promoted,
         job_speedup=run.promoted.job_speedup if run.promoted else None,
         step_speedup=run.promoted.step_speedup if run.promoted else None,
-        trials=lines, by_status=_by_status(lines, run.interrupted_s), spent_s=run.spent_s,
+        trials=lines, by_status=_by_status(lines, run.interrupted_s), search_ended=run.search_ended,
+        spent_s=run.spent_s,
         interrupted_s=run.interrupted_s,
         failed_s=sum(line.wall_s for line in lines if line.status in FAILED) + run.interrupted_s,
         patch_checks=list(run.patch_checks),

@@ -62,9 +62,12 @@ def statuses(report: Report) -> Table:
         rows.append([s.status, str(s.trials) if s.status != INTERRUPTED else "–", f"{s.wall_s:.1f}", share])
     rows.append(["all failures", str(sum(s.trials for s in report.by_status if s.status != "ok")),
                  f"{report.failed_s:.1f}", f"{report.failed_s / report.spent_s:.0%}" if report.spent_s else ""])
+    searched = sum(1 for t in report.trials if t.kind == "search")
     return Table("Trials by status and what they cost", ["status", "trials", "wall s", "share"], rows,
                  "Every trial that did not end ok is a failure; its wall time is its cost."
                  + (f" Interrupted trials left no result, only {report.interrupted_s:.1f} s." if report.interrupted_s
+                    else "")
+                 + (f" The search ended after {searched} search trials: {report.search_ended}." if report.search_ended
                     else ""))
 
 

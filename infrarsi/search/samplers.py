@@ -29,6 +29,10 @@ SEED_P_FITS = 0.8
 """A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
 SEED_DISTANCE = 3
 """Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
+CONVERGED_GAIN = 0.001
+"""Expected gain (EI x P(fits), log job time) below which no untried candidate is worth its trial:
+a tenth of the promotion bar (log 1.01). On the synthetic dense surface (16 runs) a fifth already
+stopped one run at 94% of the optimum; a tenth found it every time, after as few trials."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,8 @@ class InfraRSISampler:
         self.time = TimeModel(space, self.priors, noise_floor=noise_floor)
         self.memory = MemoryModel(space, self.priors)
         self._prior_time = setting_priors(space, self.priors, "time").mean
+        self.stop_reason = ""
+        """Why the last ``ask`` proposed nothing."""
 
     # --- the pool of candidates considered --------------------------------------------------
 
@@ -97,13 +103,15 @@ class InfraRSISampler:
     # --- asking ----------------------------------------------------------------------------
 
     def ask(self, history: list[TrialResult]) -> Proposal | None:
-        """The next candidate to run; None once every valid candidate has been measured."""
+        """The next candidate to run; None (``stop_reason`` says why) once every valid candidate
+        has been measured or none left is expected to gain ``CONVERGED_GAIN``."""
         # The matrices are small: a multi-threaded BLAS only spins against the trials' own threads.
         with threadpool_limits(limits=1, user_api="blas"):
             measured = measured_keys(history)
             pool = self._pool(history)
             fresh = np.array([k not in measured for k in pool.keys], dtype=bool)
             if not fresh.any():
+                self.stop_reason = "every candidate measured"
                 return None
             n_ok = sum(1 for t in history if t.ok and t.step_time)
             if len(measured) < self.n_initial or n_ok < 2:
@@ -160,6 +168,10 @@ class InfraRSISampler:
                 reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         pick = int(np.argmax(np.where(fresh, scores.value, -np.inf)))
+        if scores.value[pick] < CONVERGED_GAIN:
+            self.stop_reason = (f"converged: the most promising untried candidate ({describe(space, pool.candidates[pick])}) "
+                                f"is expected to gain {scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
+            return None
         return Proposal(pool.candidates[pick], "expected improvement x P(fits)",
                         self._predicted(scores, memory, pool, pick))
 

@@ -100,6 +100,11 @@ class Strategy:
         proposal = self.sampler.ask(history)
         return None if proposal is None else (proposal.candidate, proposal.reason)
 
+    @property
+    def stop_reason(self) -> str:
+        """Why the last ``propose`` returned None."""
+        return getattr(self.sampler, "stop_reason", "") or "every candidate measured"
+
     def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
         """What to re-verify: InfraRSI ranks by its model; peers by their best measured runs."""
         if isinstance(self.sampler, InfraRSISampler):

@@ -122,7 +122,9 @@ class TimeModel:
         self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
         # Neutral priors too: a 20x effect must land in its own setting, whatever was believed.
-        self._in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds)
+        # The setting indicators carry no order, so a knob's untried values are loosened with it.
+        self._in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds,
+                                   knobs=[self.space.knob_of(k) for k in self.space.setting_keys])
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)
         self.fitted = True

@@ -90,6 +90,8 @@ class RunResult:
     """Doctor's one-run floor: the smallest speedup a single trial against the baseline can trust."""
     promotion_floor: float = PROMOTION_FLOOR
     """What re-verification's interval must clear."""
+    search_ended: str = ""
+    """Why the search stopped asking for trials: its budget, or nothing left worth a trial."""
     spent_s: float = 0.0
     interrupted_s: float = 0.0
     prior_checks: list[dict[str, Any]] = field(default_factory=list)
@@ -147,11 +149,17 @@ class _Session:
         self.verified_here = False
 
     def budget_left(self) -> bool:
+        return not self.budget_spent()
+
+    def budget_spent(self) -> str:
+        """What ended the search, in words; empty while trials may still start."""
         if self.max_trials is not None and self.started >= self.max_trials:
-            return False
-        if self.round_claims():  # another worker has ended this round's search and verifies it
-            return False
-        return self.deadline is None or time.monotonic() < self.deadline
+            return f"the budget of {self.max_trials} trials"
+        if self.round_claims():
+            return "another worker ended this round's search"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "the time budget"
+        return ""
 
     def round_claims(self) -> list:
         """Bids on this round's verification, still standing: running, or finished with an outcome."""
@@ -327,7 +335,10 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
     space = SearchSpace.from_contract(contract, validated)
     context.prepare(space)
     given_up = 0
-    while session.budget_left():
+    while True:
+        result.search_ended = session.budget_spent()
+        if result.search_ended:
+            break
         history = session.store.history()
         incumbent = min((t.step_time for t in history if t.ok and t.step_time), default=None)
         abort = incumbent * ABORT_FACTOR if incumbent else None
@@ -340,6 +351,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
                 time.sleep(WAIT_POLL_S)
                 session.store.fail_stale()
                 continue
+            result.search_ended = context.stop_reason
             break
         candidate, reason = proposal
         # Two workers can still ask in the same instant: the later-numbered trial gives way.

@@ -96,7 +96,8 @@ def build_state(repo: Path) -> RunResult:
         message=f"promoted: {promoted.job_speedup[0]:.2f}x faster" if promoted else "no candidate cleared the floor",
         storage_url=storage, study_name=store.study.study_name, baseline=baseline.to_dict(), trials=rows,
         patch_checks=checks, verdicts=verdicts, promoted=promoted, noise_floor=noise_floor,
-        spent_s=sum(r.wall_s for r in rows), interrupted_s=store.interrupted_seconds(), **models,
+        spent_s=sum(r.wall_s for r in rows), interrupted_s=store.interrupted_seconds(),
+        search_ended="the budget of 12 trials", **models,
     )
     save_run(run, repo)
     return run

@@ -17,7 +17,8 @@ def test_writes_markdown_html_and_plots_under_the_state_dir(repo):
     md = (state_dir / "report.md").read_text()
     for words in ("## Baseline against promoted", "python train.py --batch_size=16 --micro_batch_size=8",
                   "with patches: zero_grad_set_to_none", "+    optimizer.zero_grad(set_to_none=True)",
-                  "✗ miscalibrated", "](report/memory.png)", "| all failures | 7 |"):
+                  "✗ miscalibrated", "](report/memory.png)", "| all failures | 7 |",
+                  "search trials: the budget of 12 trials."):
         assert words in md, words
 
 

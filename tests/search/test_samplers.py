@@ -41,7 +41,9 @@ def test_never_proposes_a_measured_candidate(name):
     sampler = SAMPLERS[name](space)
     for _ in range(25):
         proposal = sampler.ask(history)
-        assert proposal is not None
+        if proposal is None:  # only InfraRSI may stop early, once nothing untried is worth a trial
+            assert name == "infrarsi" and sampler.stop_reason.startswith("converged"), name
+            break
         assert space.is_valid(proposal.candidate)
         assert proposal.candidate.key() not in {t.candidate.key() for t in history}
         history.append(surface.run(proposal.candidate))
@@ -55,7 +57,22 @@ def test_returns_none_once_the_space_is_exhausted(name):
     while (proposal := sampler.ask(history)) is not None:
         history.append(surface.run(proposal.candidate))
         assert len(history) <= space.size()
-    assert len(history) == space.size()
+    if getattr(sampler, "stop_reason", "").startswith("converged"):
+        assert len(history) < space.size()
+    else:
+        assert len(history) == space.size()
+
+
+def test_infrarsi_stops_once_nothing_untried_is_worth_a_trial_having_found_the_optimum():
+    space = _space()  # 960 candidates
+    for seed in range(3):
+        surface, sampler, history = _surface(space, seed=seed), InfraRSISampler(space, seed=seed), []
+        while len(history) < 40 and (proposal := sampler.ask(history)) is not None:
+            history.append(surface.run(proposal.candidate))
+        assert len(history) < 40 and sampler.stop_reason.startswith("converged: the most promising untried"), seed
+        assert "below 0.1%" in sampler.stop_reason
+        found = min(surface.job_s(t.candidate) for t in history if t.ok)
+        assert found == surface.job_s(surface.optimum()), seed
 
 
 def test_seeds_come_from_the_bank_then_the_baseline_then_spread_out():
@@ -147,8 +164,8 @@ def test_after_the_fastest_micro_batch_ooms_the_sampler_keeps_it_with_a_memory_s
     space = _space()
     surface = _surface(space, seed=0)  # micro-batch 16 is the fastest setting and never fits alone
     sampler, history = InfraRSISampler(space, _rough_memory_priors(space)), []
-    for _ in range(16):
-        history.append(surface.run(sampler.ask(history).candidate))
+    while len(history) < 16 and (proposal := sampler.ask(history)) is not None:
+        history.append(surface.run(proposal.candidate))
     first_oom = next(i for i, t in enumerate(history)
                      if t.status is TrialStatus.OOM and t.candidate.knobs["micro_batch_size"] == 16)
     saved = [t for t in history[first_oom + 1:]
