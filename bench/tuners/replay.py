@@ -6,10 +6,12 @@
 A replayed run does what ``infrarsi.stages.run`` does: the baseline, each patch alone on the
 baseline (validation), then search trials with the abort bound at 1.5x the incumbent's step time,
 every trial told to an Optuna study through ``TrialStore`` (so TPE/GP see OOM as the run stage
-shows it to them), 20 trials in all. A trial's result is one of the configuration's measured runs
-(bench/tuners/table.py). After each trial the method's pick is what the run stage would re-verify
-(``Strategy.top_candidates``: InfraRSI's model ranking, the peers' best measured run); its
-*verified* speedup is the table's median speedup for it (1.0 if it ever failed).
+shows it to them), 20 trials in all, fewer where a method stops by itself. A trial's result is one
+of the configuration's measured runs (bench/tuners/table.py). After each trial the method's pick
+is what the run stage's re-verification would promote from the ``VERIFY_TOP`` candidates it
+re-verifies (``Strategy.top_candidates``: InfraRSI's model ranking, the peers' best measured runs):
+the one whose *verified* speedup, the table's median speedup for it (1.0 if it ever failed), is
+highest.
 
 ``infrarsi+bank``: before each seed the experience bank holds the findings of one earlier
 InfraRSI run (no bank, another seed) on the same table, recorded by ``Strategy.record_findings``:
@@ -37,7 +39,7 @@ import optuna
 from infrarsi.hardware import fingerprint
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.run import ABORT_FACTOR, PatchCheck
+from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP, PatchCheck
 from infrarsi.study import TrialStore
 from infrarsi.verification import Verdict
 
@@ -77,9 +79,10 @@ class _Run:
         self.store.finish(trial, result, oom_as_constraint=self.strategy.oom_as_constraint)
         self.history.append(result)
         # Before the search starts every method has only measured runs to rank (no sampler yet).
-        top = self.strategy.top_candidates(self.history, 1) if self.rank else []
+        top = self.strategy.top_candidates(self.history, VERIFY_TOP) if self.rank else []
+        pick = max((c.key() for c in top), key=self.table.speedup, default=None)
         self.records.append({"kind": kind, "status": result.status.value, "wall_s": result.wall_s,
-                             "key": cand.key(), "pick": top[0].key() if top else None,
+                             "key": cand.key(), "pick": pick,
                              "ask_s": ask_s if kind == "search" else None, "ask_cpu_s": ask_cpu})
         return result
 
