@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -19,13 +20,14 @@ def _n(x: float) -> str:
 
 def summary_table(runs: dict[str, list[list[dict]]], oracle: float, trials: int) -> str:
     """Final verified speedup (median, 25-75 %), share of the oracle, trials to 90 / 95 % of it."""
-    lines = ["| method | runs | speedup after all trials: median (25-75 %) | of oracle | trials to 90 % (reached) "
-             "| trials to 95 % (reached) |", "|---|---|---|---|---|---|"]
+    lines = ["| method | runs | trials run: median (max) | speedup after all trials: median (25-75 %) | of oracle "
+             "| trials to 90 % (reached) | trials to 95 % (reached) |", "|---|---|---|---|---|---|---|"]
     for method, rs in runs.items():
         c = metrics.curve(rs, trials)
         t90, r90 = metrics.median_trials_to(rs, 0.90 * oracle)
         t95, r95 = metrics.median_trials_to(rs, 0.95 * oracle)
-        lines.append(f"| {method} | {len(rs)} | {c['median'][-1]:.3f}x ({c['q25'][-1]:.3f}-{c['q75'][-1]:.3f}) "
+        spent = [len(r) for r in rs]
+        lines.append(f"| {method} | {len(rs)} | {statistics.median(spent):g} ({max(spent)}) | {c['median'][-1]:.3f}x ({c['q25'][-1]:.3f}-{c['q75'][-1]:.3f}) "
                      f"| {c['median'][-1] / oracle:.1%} | {_n(t90)} ({r90:.0%}) | {_n(t95)} ({r95:.0%}) |")
     return "\n".join(lines)
 
