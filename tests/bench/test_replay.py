@@ -117,4 +117,4 @@ def test_metrics_on_hand_made_records():
     assert w["share"] == pytest.approx(0.25)
     c = metrics.curve([run_a, run_b], 3)
     assert list(c["median"]) == [1.0, 1.1, 1.25]
-    assert "| a | 2 | 1.250x" in report.summary_table({"a": [run_a, run_b]}, 1.5, 3)
+    assert "| a | 2 | 2 (3) | 1.250x" in report.summary_table({"a": [run_a, run_b]}, 1.5, 3)
