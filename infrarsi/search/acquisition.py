@@ -1,4 +1,5 @@
-"""Choosing the next trial: expected improvement of the projected job time x P(fits in memory).
+"""Choosing the next trial: expected improvement of the projected job time x P(fits in memory)
+x P(runs: no setting of it breaks the job).
 
 Both in log space: the improvement is a ratio, so a 10% gain counts the same on a 1 s job as on
 a 1 h job. When the candidate the time model likes best is predicted to OOM, the search pairs it
@@ -30,10 +31,12 @@ class Scores:
     time: TimePrediction
     p_fits: np.ndarray
     ei: np.ndarray
+    p_runs: np.ndarray
+    """P(no setting breaks it: ``crash_model``)."""
 
     @property
     def value(self) -> np.ndarray:
-        return self.ei * self.p_fits
+        return self.ei * self.p_fits * self.p_runs
 
 
 def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
@@ -43,8 +46,9 @@ def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.nd
     return (best - mean) * ndtr(z) + sd * np.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
 
 
-def score(time: TimePrediction, p_fits: np.ndarray, best_log_job: float) -> Scores:
-    return Scores(time, p_fits, expected_improvement(time.log_job, time.log_job_sd, best_log_job))
+def score(time: TimePrediction, p_fits: np.ndarray, best_log_job: float, p_runs: np.ndarray | None = None) -> Scores:
+    return Scores(time, p_fits, expected_improvement(time.log_job, time.log_job_sd, best_log_job),
+                  np.ones_like(p_fits) if p_runs is None else p_runs)
 
 
 def memory_saver_pair(

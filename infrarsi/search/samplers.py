@@ -1,4 +1,4 @@
-"""InfraRSI's sampler: diverse seeds first, then EI x P(fits) over every valid candidate.
+"""InfraRSI's sampler: diverse seeds first, then EI x P(fits) x P(runs) over every valid candidate.
 
 ``ask(history)`` is stateless in what it proposes (the same history gives the same proposal), so
 several workers sharing one study can each ask; the only state kept between calls is the models'
@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.acquisition import memory_saver_pair, score
+from infrarsi.search.crash_model import p_runs
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_job_s, measured_keys
@@ -156,7 +157,7 @@ class InfraRSISampler:
         # Improvement is measured against the model's view of the best measured candidate, not a
         # single lucky run; with none left usable, against the best prediction anywhere.
         best = float(np.min(self.time.predict(oks).log_job if oks else pred.log_job))
-        scores = score(pred, p_fits, best)
+        scores = score(pred, p_fits, best, p_runs(space, history, pool.indicator))
 
         eligible = np.array([k not in hard for k in pool.keys], dtype=bool)
         anchor = int(np.flatnonzero(eligible)[np.argmin(pred.log_job[eligible])])
@@ -172,7 +173,7 @@ class InfraRSISampler:
             self.stop_reason = (f"converged: the most promising untried candidate ({describe(space, pool.candidates[pick])}) "
                                 f"is expected to gain {scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
             return None
-        return Proposal(pool.candidates[pick], "expected improvement x P(fits)",
+        return Proposal(pool.candidates[pick], "expected improvement x P(fits) x P(runs)",
                         self._predicted(scores, memory, pool, pick))
 
     def _predicted(self, scores, memory: MemoryModel, pool: CandidateSet, i: int) -> dict[str, float]:
@@ -182,6 +183,7 @@ class InfraRSISampler:
             "startup_s": float(scores.time.startup_s[i]),
             "job_s": float(scores.time.job_s[i]),
             "p_fits": float(scores.p_fits[i]),
+            "p_runs": float(scores.p_runs[i]),
             "ei": float(scores.ei[i]),
         }
         if memory.fitted:
