@@ -94,6 +94,7 @@ def main() -> None:
         promoted = run["promoted"]["job_speedup"] if run.get("promoted") else None
         row = {"run": name, "curve": values, "reach": first_reaching(values, target) if "target" in name else None,
                "failed_s": failed, "spent_s": run["spent_s"], "promoted": promoted,
+               "search_ended": run.get("search_ended", ""), "priors_source": run.get("priors_source", ""),
                "reasons": [t["reason"] for t in run["trials"] if t["kind"] in COUNTED]}
         rows.append(row)
         table.add_row(name, str(len(values)), str(row["reach"] or "-"), f"{values[-1]:.3f}x", f"{failed:.0f}",

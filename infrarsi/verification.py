@@ -97,6 +97,14 @@ class Rounds:
         return self.most
 
 
+def ahead_of_baseline(ranked: list[Candidate], baseline: Candidate, k: int) -> list[Candidate]:
+    """The first ``k`` of ``ranked`` (fastest first) that it puts ahead of the baseline: only those
+    are expected to be faster; the rest would spend every round confirming that they are not."""
+    keys = [c.key() for c in ranked]
+    ahead = ranked[:keys.index(baseline.key())] if baseline.key() in keys else ranked
+    return ahead[:k]
+
+
 def per_look(confidence: float, looks: int) -> float:
     """Bonferroni: each of ``looks`` intervals gets an equal share of the error."""
     return 1 - (1 - confidence) / looks

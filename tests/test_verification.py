@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds, judge
+from infrarsi.verification import Rounds, Verdict, ahead_of_baseline, best_promoted, interleave, job_seconds, judge
 
 BASE = Candidate(knobs={"micro_batch_size": 2})
 FAST = Candidate(knobs={"micro_batch_size": 16})
@@ -145,3 +145,11 @@ def test_rounds_refuse_fewer_than_two():
     with pytest.raises(ValueError, match="least"):
         Rounds(least=1, most=3)
     assert Rounds(least=3, most=6).looks == 4
+
+
+def test_only_candidates_ranked_ahead_of_the_baseline_are_verified():
+    a, b, base = (Candidate(knobs={"mb": v}) for v in (8, 16, 4))
+    assert ahead_of_baseline([a, b, base], base, 2) == [a, b]
+    assert ahead_of_baseline([a, base, b], base, 2) == [a]
+    assert ahead_of_baseline([base, a, b], base, 2) == []
+    assert ahead_of_baseline([a, b], base, 1) == [a]

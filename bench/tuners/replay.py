@@ -9,9 +9,9 @@ every trial told to an Optuna study through ``TrialStore`` (so TPE/GP see OOM as
 shows it to them), 20 trials in all, fewer where a method stops by itself. A trial's result is one
 of the configuration's measured runs (bench/tuners/table.py). After each trial the method's pick
 is what the run stage's re-verification would promote from the ``VERIFY_TOP`` candidates it
-re-verifies (``Strategy.top_candidates``: InfraRSI's model ranking, the peers' best measured runs):
-the one whose *verified* speedup, the table's median speedup for it (1.0 if it ever failed), is
-highest.
+re-verifies (``Strategy.top_candidates`` ranked ahead of the baseline: InfraRSI's model ranking,
+the peers' best measured runs): the one whose *verified* speedup, the table's median speedup for
+it (1.0 if it ever failed), is highest.
 
 ``infrarsi+bank``: before each seed the experience bank holds the findings of one earlier
 InfraRSI run (no bank, another seed) on the same table, recorded by ``Strategy.record_findings``:
@@ -41,7 +41,7 @@ from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP, PatchCheck
 from infrarsi.study import TrialStore
-from infrarsi.verification import Verdict
+from infrarsi.verification import Verdict, ahead_of_baseline
 
 from bench.tuners import report
 from bench.tuners.fixture import ROOT
@@ -79,7 +79,8 @@ class _Run:
         self.store.finish(trial, result, oom_as_constraint=self.strategy.oom_as_constraint)
         self.history.append(result)
         # Before the search starts every method has only measured runs to rank (no sampler yet).
-        top = self.strategy.top_candidates(self.history, VERIFY_TOP) if self.rank else []
+        top = ahead_of_baseline(self.strategy.top_candidates(self.history, VERIFY_TOP + 1), self.strategy.baseline(),
+                                VERIFY_TOP) if self.rank else []
         pick = max((c.key() for c in top), key=self.table.speedup, default=None)
         self.records.append({"kind": kind, "status": result.status.value, "wall_s": result.wall_s,
                              "key": cand.key(), "pick": pick,

@@ -6,7 +6,7 @@ RSS of the known members is read every ``poll_s`` and the tree is walked only ev
 
 The budget is per rank. A plain script is one rank: its whole process tree (compile workers,
 data-loader workers) counts. Under torchrun each worker's subtree is a rank, told apart by the
-``LOCAL_RANK`` its processes inherit; the launcher agent belongs to no rank and is only recorded.
+``LOCAL_RANK`` its processes inherit; the launcher agent belongs to no rank and is not counted.
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ class MemoryWatchdog:
         """``per_rank``: the process is a launcher (torchrun) whose workers are the ranks."""
         self.rank_peaks: dict[int, int] = {}
         """Peak RSS of each rank's subtree, by local rank (one entry, 0, for a plain script)."""
-        self.launcher_peak = 0
-        """Peak RSS of the processes outside every rank (torchrun's agent)."""
         self.exceeded_at: int | None = None
         """The rank's RSS seen above the budget, when that happened."""
         self.exceeded_rank: int | None = None
@@ -79,9 +77,7 @@ class MemoryWatchdog:
             if refresh:
                 next_refresh = now + self._refresh_s
             members = self._process.members(refresh=refresh)
-            usage = self._by_rank(members, classify=refresh)
-            self.launcher_peak = max(self.launcher_peak, usage.pop(None, 0))
-            for rank, rss in usage.items():
+            for rank, rss in self._by_rank(members, classify=refresh).items():
                 self.rank_peaks[rank] = max(self.rank_peaks.get(rank, 0), rss)
                 if self._budget is not None and rss > self._budget:
                     self.exceeded_at, self.exceeded_rank = rss, rank
@@ -89,11 +85,13 @@ class MemoryWatchdog:
                     return
             self._stop.wait(self._poll_s)
 
-    def _by_rank(self, members: list[psutil.Process], *, classify: bool) -> dict[int | None, int]:
-        """Summed RSS by local rank; None holds the members of no rank."""
-        usage: dict[int | None, int] = {}
+    def _by_rank(self, members: list[psutil.Process], *, classify: bool) -> dict[int, int]:
+        """Summed RSS by local rank; members of no rank (the launcher) are left out."""
+        usage: dict[int, int] = {}
         for proc in members:
             rank = self._rank(proc, classify) if self.per_rank else 0
+            if rank is None:
+                continue
             with contextlib.suppress(psutil.Error):
                 usage[rank] = usage.get(rank, 0) + proc.memory_info().rss
         return usage

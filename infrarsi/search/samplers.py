@@ -34,6 +34,10 @@ CONVERGED_GAIN = 0.001
 """Expected gain (EI x P(fits), log job time) below which no untried candidate is worth its trial:
 a tenth of the promotion bar (log 1.01). On the synthetic dense surface (16 runs) a fifth already
 stopped one run at 94% of the optimum; a tenth found it every time, after as few trials."""
+CONVERGE_AFTER_OK = 5
+"""Completed trials (the baseline's included) before the search may stop: the model's uncertainty
+is only as good as the runs behind it. With two, one oversubscribed 2-process x 2-thread trial
+made every 2-process launch look hopeless and the search stopped before trying 2 x 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,7 @@ class InfraRSISampler:
             n_ok = sum(1 for t in history if t.ok and t.step_time)
             if len(measured) < self.n_initial or n_ok < 2:
                 return self._seed(history, measured, pool, fresh)
-            return self._acquire(history, pool, fresh)
+            return self._acquire(history, pool, fresh, may_stop=n_ok >= CONVERGE_AFTER_OK)
 
     def _seed(self, history, measured, pool: CandidateSet, fresh) -> Proposal:
         for cand in self.seeds:
@@ -145,7 +149,7 @@ class InfraRSISampler:
         return Proposal(pool.candidates[pick], "prior-guided diverse seed",
                         {"log_expected": float(expected[pick]), "p_fits": float(p_fits[pick])})
 
-    def _acquire(self, history, pool: CandidateSet, fresh) -> Proposal:
+    def _acquire(self, history, pool: CandidateSet, fresh, *, may_stop: bool) -> Proposal | None:
         space = self.space
         self.time.fit(history)
         memory = self.memory.fit(history)
@@ -169,7 +173,7 @@ class InfraRSISampler:
                 reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         pick = int(np.argmax(np.where(fresh, scores.value, -np.inf)))
-        if scores.value[pick] < CONVERGED_GAIN:
+        if may_stop and scores.value[pick] < CONVERGED_GAIN:
             self.stop_reason = (f"converged: the most promising untried candidate ({describe(space, pool.candidates[pick])}) "
                                 f"is expected to gain {scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
             return None

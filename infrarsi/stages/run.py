@@ -29,7 +29,7 @@ from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import load_doctor
 from infrarsi.study import KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s
-from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds
+from infrarsi.verification import Rounds, Verdict, ahead_of_baseline, best_promoted, interleave, job_seconds
 
 RUN_FILE = "run.json"
 ABORT_FACTOR = 1.5
@@ -463,10 +463,10 @@ def _wait_for_outcome(session: _Session) -> tuple[int, dict[str, Any]] | None:
 
 def _verify(session: _Session, context, result: RunResult) -> None:
     history = session.store.history()
-    top = [c for c in context.top_candidates(history, VERIFY_TOP) if c.key() != context.baseline().key()]
+    top = ahead_of_baseline(context.top_candidates(history, VERIFY_TOP + 1), context.baseline(), VERIFY_TOP)
     if not top:
         result.status = "no_promotion"
-        result.message = "no candidate measured faster than the baseline to verify"
+        result.message = "no candidate ranked ahead of the baseline to verify"
         return
     contract = session.contract
     result.verdicts, _ = interleave(

@@ -20,9 +20,11 @@ def test_optimize_from_a_fresh_repo_to_a_commit(tmp_path):
     assert result.status == "ok", result.message
     assert result.stages == ["init", "doctor", "run", "report", "apply"]
     assert result.goal.trials == 8 and result.goal.understood_by == "rules"
-    # The goal's budget is the run's: 8 trials counting the baseline, verification on top.
+    # The goal's budget is the run's: 8 trials counting the baseline, verification on top (fewer
+    # when the search finds nothing left worth a trial).
     kinds = [r.kind for r in result.run.trials]
-    assert kinds.count("baseline") + kinds.count("search") == 8
+    spent = kinds.count("baseline") + kinds.count("search")
+    assert spent == 8 or (spent < 8 and result.run.search_ended.startswith("converged")), result.run.search_ended
     assert result.run.promoted is not None and result.run.promoted.job_speedup[1] > result.run.noise_floor
     assert load_run(repo).run_id == result.run.run_id
     assert result.report.status == "ok" and (repo / ".infrarsi" / "report.html").is_file()

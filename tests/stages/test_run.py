@@ -75,7 +75,10 @@ def test_every_trial_is_accounted_for_by_status_and_cost(paced_run):
     assert [r.number for r in result.trials] == [t.number for t in measured]
     # The budget counts the baseline and the search; re-verification comes on top.
     kinds = [r.kind for r in result.trials]
-    assert kinds.count("baseline") == 1 and kinds.count("baseline") + kinds.count("search") == RUN_TRIALS
+    spent = kinds.count("baseline") + kinds.count("search")
+    assert kinds.count("baseline") == 1
+    assert spent == RUN_TRIALS or (spent < RUN_TRIALS and result.search_ended.startswith("converged")), \
+        (spent, result.search_ended)
     assert kinds.count("verification") == 3 * (1 + len(result.verdicts))
     valid = {s.value for s in TrialStatus}
     for row in result.trials:
