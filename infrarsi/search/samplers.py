@@ -31,9 +31,10 @@ SEED_P_FITS = 0.8
 SEED_DISTANCE = 3
 """Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
 CONVERGED_GAIN = 0.001
-"""Expected gain (EI x P(fits), log job time) below which no untried candidate is worth its trial:
-a tenth of the promotion bar (log 1.01). On the synthetic dense surface (16 runs) a fifth already
-stopped one run at 94% of the optimum; a tenth found it every time, after as few trials."""
+"""Expected gain (EI x P(fits) x P(runs), log job time) below which no untried candidate is worth
+its trial: a tenth of the promotion bar (log 1.01). On the synthetic dense surface (16 runs) a
+fifth already stopped one run at 94% of the optimum; a tenth found it every time, after as few
+trials."""
 CONVERGE_AFTER_OK = 5
 """Completed trials (the baseline's included) before the search may stop: the model's uncertainty
 is only as good as the runs behind it. With two, one oversubscribed 2-process x 2-thread trial
@@ -174,8 +175,9 @@ class InfraRSISampler:
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         pick = int(np.argmax(np.where(fresh, scores.value, -np.inf)))
         if may_stop and scores.value[pick] < CONVERGED_GAIN:
-            self.stop_reason = (f"converged: the most promising untried candidate ({describe(space, pool.candidates[pick])}) "
-                                f"is expected to gain {scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
+            self.stop_reason = (f"converged: the most promising untried candidate "
+                                f"({describe(space, pool.candidates[pick])}) is expected to gain "
+                                f"{scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
             return None
         return Proposal(pool.candidates[pick], "expected improvement x P(fits) x P(runs)",
                         self._predicted(scores, memory, pool, pick))

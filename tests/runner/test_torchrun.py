@@ -1,4 +1,4 @@
-"""A torchrun group: per-rank probe files, the slowest rank's time, every worker killed."""
+"""A torchrun group: per-rank probe files, the slowest rank's time, memory per rank, every worker killed."""
 
 import re
 
@@ -13,14 +13,30 @@ pytestmark = pytest.mark.e2e
 MB = 2**20
 
 
-def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):
-    repo, contract = make_repo("ranks.py")
+def two_ranks(make_repo, **contract_args):
+    """tests/test_data/runner/ranks.py launched by torchrun as two processes."""
+    repo, contract = make_repo("ranks.py", **contract_args)
     contract.workload.launcher = "torchrun"
     contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    return repo, contract
+
+
+def run_group(repo, contract, knobs, **spec_args):
+    return run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs=knobs), timeout_s=120,
+                               **spec_args))
+
+
+def assert_no_worker_survived(result):
+    workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
+    assert len(workers) == 2
+    assert not [pid for pid in workers if alive(pid)], "a torchrun worker survived"
+
+
+def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):
+    repo, contract = two_ranks(make_repo)
     before = tree_digest(repo)
     # Rank 0 goes NaN at step 3 and then every rank hangs: only the runner's kill ends the group.
-    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"nan_at": 3}),
-                                 check_loss=False, timeout_s=120))
+    result = run_group(repo, contract, {"nan_at": 3}, check_loss=False)
     assert tree_digest(repo) == before
     assert result.status is TrialStatus.NUMERICS, result.detail
     assert "loss is nan at step 3" in result.detail
@@ -28,18 +44,13 @@ def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):
     # (Step 0 has no start to time from: the probe is first called at its end.)
     assert all(t >= 0.08 for t in result.warmup_times[1:] + result.step_times[:1]), result.warmup_times
     assert result.tokens_per_step == 32
-    workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
-    assert len(workers) == 2
-    assert not [pid for pid in workers if alive(pid)], "a torchrun worker survived"
+    assert_no_worker_survived(result)
 
 
 def test_each_rank_is_held_to_the_budget_not_their_sum(make_repo):
-    repo, contract = make_repo("ranks.py", budget_bytes=300 * MB)
-    contract.workload.launcher = "torchrun"
-    contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    repo, contract = two_ranks(make_repo, budget_bytes=300 * MB)
     # Rank 0 holds 100 MB, rank 1 200 MB: each under 300 MB, together (and with the agent) above.
-    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"alloc_mb": 100}),
-                                 steps=6, timeout_s=120))
+    result = run_group(repo, contract, {"alloc_mb": 100}, steps=6)
     assert result.status is TrialStatus.OK, result.detail
     first, second = result.rank_peak_bytes
     assert 100 * MB < first < second < 300 * MB
@@ -48,14 +59,10 @@ def test_each_rank_is_held_to_the_budget_not_their_sum(make_repo):
 
 
 def test_a_rank_above_the_budget_is_named_and_the_group_killed(make_repo):
-    repo, contract = make_repo("ranks.py", budget_bytes=300 * MB)
-    contract.workload.launcher = "torchrun"
-    contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    repo, contract = two_ranks(make_repo, budget_bytes=300 * MB)
     # Rank 1 holds 320 MB and sleeps 80 ms a step: the watchdog sees it long before 1000 steps.
-    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"alloc_mb": 160}),
-                                 steps=1000, timeout_s=120))
+    result = run_group(repo, contract, {"alloc_mb": 160}, steps=1000)
     assert result.status is TrialStatus.OOM, result.detail
     assert "rank 1's RSS reached" in result.detail and "above the budget of 0.29 GiB" in result.detail
     assert len(result.losses) < 1000
-    workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
-    assert len(workers) == 2 and not [pid for pid in workers if alive(pid)]
+    assert_no_worker_survived(result)
