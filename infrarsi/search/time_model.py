@@ -83,26 +83,21 @@ class TimeModel:
         self.fitted = False
         self.checks: list[PriorCheck] = []
         self.miscalibrated: set[str] = set()
-        self._in_use = self.setting_prior
+        self.priors_in_use = self.setting_prior
         """The setting priors the fit uses: contradicted ones loosened (see ``effects.loosened``)."""
         self._gp = GP(noise_floor=noise_floor)
         """Kept between fits: the next fit starts from the last hyperparameters (fast, stable)."""
 
     # --- fitting ---------------------------------------------------------------------------
 
-    def _mean_and_scale(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-setting prior mean and sd the fit uses."""
-        return self._in_use.mean, self._in_use.sd
-
     def _fit_gp(self, indicator: np.ndarray, y: np.ndarray, *, optimize: bool) -> None:
-        self._effect_mean, self._effect_sd = self._mean_and_scale()
-        prior_part = indicator @ self._effect_mean
+        prior_part = indicator @ self.priors_in_use.mean
         self.offset = float(np.mean(y - prior_part))
-        self._gp.fit(indicator * self._effect_sd, y - self.offset - prior_part, optimize=optimize)
+        self._gp.fit(indicator * self.priors_in_use.sd, y - self.offset - prior_part, optimize=optimize)
 
     def _predict_log_step(self, indicator: np.ndarray, *, with_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        resid, sd = self._gp.predict(indicator * self._effect_sd, with_noise=with_noise)
-        return self.offset + indicator @ self._effect_mean + resid, sd
+        resid, sd = self._gp.predict(indicator * self.priors_in_use.sd, with_noise=with_noise)
+        return self.offset + indicator @ self.priors_in_use.mean + resid, sd
 
     def fit(self, history: list[TrialResult]) -> TimeModel:
         data = time_data(self.space, history)
@@ -112,7 +107,7 @@ class TimeModel:
             return self
         y = data.y.copy()
         self.miscalibrated, self.checks = set(), []
-        self._in_use = self.setting_prior
+        self.priors_in_use = self.setting_prior
         if data.censored.any():
             # A first pass at the last hyperparameters is enough to place the censored points.
             self._fit_gp(data.indicator[ok], y[ok], optimize=False)
@@ -123,7 +118,7 @@ class TimeModel:
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
         # Neutral priors too: a 20x effect must land in its own setting, whatever was believed.
         # The setting indicators carry no order, so a knob's untried values are loosened with it.
-        self._in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds,
+        self.priors_in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds,
                                    knobs=[self.space.knob_of(k) for k in self.space.setting_keys])
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)

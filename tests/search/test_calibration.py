@@ -34,7 +34,7 @@ def test_a_contradicted_prior_is_flagged_and_dropped_from_the_mean(dense_space):
     assert checks["dtype=bfloat16"].z > 2
     assert not checks["threads=1"].miscalibrated
     assert model.miscalibrated == {"dtype=bfloat16"}
-    mean, sd = model._mean_and_scale()
+    mean, sd = model.priors_in_use.mean, model.priors_in_use.sd
     i = dense_space.setting_keys.index("dtype=bfloat16")
     assert mean[i] == 0.0 and sd[i] > PRIORS.get("dtype=bfloat16").time_log_sd
 
