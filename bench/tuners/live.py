@@ -4,13 +4,16 @@
 
 The fixture is prepared once as for the table (git copy, budget, the benchmark's reduced space:
 bench/tuners/fixture.py) and doctor'ed once; each (method, seed) runs
-``infrarsi.stages.run.run(copy, trials=N, sampler=..., seed=s)`` on its own copy with a fresh
-SQLite study. ``infrarsi+bank`` gets a bank filled as in replay (one earlier InfraRSI run's
-findings on the fixture's measured table). Because the space is the table's, the *verified*
-speedup of each trial's pick (the best measured run so far, the rule the run stage uses to rank
-peers; re-verification picks the final one) is the table's median for it, and the oracle is the
-table's best. The run's own promotion (its interleaved re-verification against the baseline) is
-reported next to it. Results are appended to bench/out/live_<fixture>.json after every run.
+``infrarsi.stages.run.run(copy, trials=N, sampler=..., seed=s, verify=False)`` on its own copy with
+a fresh SQLite study: the search alone, real trials through the real runner. ``infrarsi+bank`` gets
+a bank filled as in replay (one earlier InfraRSI run's findings on the fixture's measured table).
+Because the space is the table's, the *verified* speedup of each trial's pick (the best measured
+run so far, the rule the run stage uses to rank peers) is the table's median over its repeats, and
+the oracle is the table's best; re-verifying every method's pick against the baseline would cost
+more than its search and tell the same. Seeds run in the outer loop, so a run cut short has every
+method on its first seeds. Results are appended to bench/out/live_<fixture>.json after every run,
+with the last commit of the code measured; ``--resume`` skips the (method, seed) pairs already there for the same
+commit.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +32,7 @@ from infrarsi.stages.doctor import doctor
 from infrarsi.stages.run import run
 
 from bench.tuners import report
-from bench.tuners.fixture import prepare
+from bench.tuners.fixture import ROOT, prepare
 from bench.tuners.measure_space import DATA
 from bench.tuners.methods import METHODS, sampler_of
 from bench.tuners.replay import DOCS, OUT, record_bank
@@ -60,16 +64,23 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--resume", action="store_true", help="keep earlier results of this commit, skip their runs")
     args = parser.parse_args()
     table = Table.load(DATA / f"{args.fixture}_space.json")
     out_path = OUT / f"live_{args.fixture}.json"
     OUT.mkdir(parents=True, exist_ok=True)
-    done = json.loads(out_path.read_text()) if out_path.exists() else []
+    # The last commit of the code measured: committing results and docs later keeps --resume working.
+    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "infrarsi", "bench/tuners"],
+                            capture_output=True, text=True).stdout.strip()
+    done = [e for e in json.loads(out_path.read_text()) if e.get("commit") == commit] \
+        if args.resume and out_path.exists() else []
     with tempfile.TemporaryDirectory(prefix="infrarsi-live-") as tmp:
         prepared = prepare(args.fixture, Path(tmp) / "prepared", table.data.get("pins"))
         doctor(prepared, repeats=2)
-        for method in args.methods.split(","):
-            for seed in (int(s) for s in args.seeds.split(",")):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for method in args.methods.split(","):
+                if any(e["method"] == method and e["seed"] == seed for e in done):
+                    continue
                 repo = Path(tmp) / f"{method}-{seed}" / args.fixture
                 shutil.copytree(prepared, repo)
                 sampler, use_bank = sampler_of(method)
@@ -79,12 +90,11 @@ def main() -> None:
                 load = os.getloadavg()[0]
                 started = time.perf_counter()
                 result = run(repo, trials=args.trials, sampler=sampler, seed=seed, use_bank=use_bank, bank_url=bank,
-                             storage=f"sqlite:///{repo.parent}/study.db")
-                promoted = result.promoted.job_speedup if result.promoted else None
-                done.append({"method": method, "seed": seed, "load1_start": load, "load1_end": os.getloadavg()[0],
-                             "wall_s": time.perf_counter() - started, "status": result.status,
-                             "message": result.message, "promoted_speedup": promoted,
-                             "records": records_of(result, table)})
+                             storage=f"sqlite:///{repo.parent}/study.db", verify=False)
+                done.append({"method": method, "seed": seed, "commit": commit, "load1_start": load,
+                             "load1_end": os.getloadavg()[0], "wall_s": time.perf_counter() - started,
+                             "status": result.status, "message": result.message,
+                             "search_ended": result.search_ended, "records": records_of(result, table)})
                 out_path.write_text(json.dumps(done, indent=1))
                 print(f"{args.fixture} {method} seed {seed}: {result.message} "
                       f"({time.perf_counter() - started:.0f} s, load {load:.1f})", flush=True)

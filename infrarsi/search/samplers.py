@@ -121,10 +121,14 @@ class InfraRSISampler:
                 return None
             n_ok = sum(1 for t in history if t.ok and t.step_time)
             if len(measured) < self.n_initial or n_ok < 2:
-                return self._seed(history, measured, pool, fresh)
+                proposal = self._seed(history, measured, pool, fresh, must=n_ok < 2)
+                if proposal is not None:
+                    return proposal
             return self._acquire(history, pool, fresh, may_stop=n_ok >= CONVERGE_AFTER_OK)
 
-    def _seed(self, history, measured, pool: CandidateSet, fresh) -> Proposal:
+    def _seed(self, history, measured, pool: CandidateSet, fresh, *, must: bool) -> Proposal | None:
+        """The next seed; None when no spread-out candidate is worth its trial and the models
+        have enough (``must`` false) to choose by expected improvement instead."""
         for cand in self.seeds:
             if self.space.is_valid(cand) and cand.key() not in measured:
                 return Proposal(cand, "seed from the experience bank")
@@ -136,6 +140,10 @@ class InfraRSISampler:
         # job time: the time model's mean starts at the prior and already knows what the first
         # trials showed (a 10x-slower bf16, say). Ties are broken at random. Where none is that
         # sure to fit (no memory priors yet), a likely fit will do; spread matters before surety.
+        # A seed must also be expected no slower than the best run so far: one the priors already
+        # call slower is aborted and teaches less than the trial expected improvement would pick
+        # (on the measured MoE table the spread-out seed, checkpointing + micro-batch 2, was
+        # aborted in every replay).
         rng = np.random.default_rng([self.seed, len(history)])
         self.time.fit(history)
         expected = (self.time.predict_indicator(pool.indicator).log_job if self.time.fitted
@@ -145,10 +153,32 @@ class InfraRSISampler:
         sure, likely = fresh & (p_fits >= SEED_P_FITS), fresh & (p_fits >= 0.5)
         done = self.space.indicator(distinct([t.candidate for t in history]))
         far = (pool.indicator[:, None, :] != done[None, :, :]).sum(axis=2).min(axis=1) >= SEED_DISTANCE
-        rows = next(np.flatnonzero(m) for m in (sure & far, likely & far, sure, likely, fresh) if m.any())
+        promising = expected <= self._best_expected(history)
+        choices = [sure & far & promising, likely & far & promising]
+        if must:
+            choices += [sure & far, likely & far, sure, likely, fresh]
+        rows = next((np.flatnonzero(m) for m in choices if m.any()), None)
+        if rows is None:
+            return None
         pick = int(rows[np.argmin(expected[rows])])
         return Proposal(pool.candidates[pick], "prior-guided diverse seed",
                         {"log_expected": float(expected[pick]), "p_fits": float(p_fits[pick])})
+
+    @staticmethod
+    def _clean(history) -> tuple[set[str], list[Candidate]]:
+        """Keys and candidates of the trials that ran clean (no deterministic failure since)."""
+        ok_keys = {t.candidate.key() for t in history if t.ok} - failed_keys(history)
+        return ok_keys, distinct([t.candidate for t in history if t.candidate.key() in ok_keys])
+
+    def _best_expected(self, history) -> float:
+        """The lowest expected log job time among the candidates run clean so far: the models'
+        view of the best, not a single lucky run (on the prior's scale before the time model is
+        fitted); infinite with none."""
+        _, oks = self._clean(history)
+        if not oks:
+            return math.inf
+        expected = self.time.predict(oks).log_job if self.time.fitted else self.space.indicator(oks) @ self._prior_time
+        return float(np.min(expected))
 
     def _acquire(self, history, pool: CandidateSet, fresh, *, may_stop: bool) -> Proposal | None:
         space = self.space
@@ -157,11 +187,11 @@ class InfraRSISampler:
         pred = self.time.predict_indicator(pool.indicator)
         p_fits = memory.p_fits(pool.features, space.budget_bytes)
         hard = failed_keys(history, _HARD_FAILURES)
-        ok_keys = {t.candidate.key() for t in history if t.ok} - failed_keys(history)
-        oks = distinct([t.candidate for t in history if t.candidate.key() in ok_keys])
-        # Improvement is measured against the model's view of the best measured candidate, not a
-        # single lucky run; with none left usable, against the best prediction anywhere.
-        best = float(np.min(self.time.predict(oks).log_job if oks else pred.log_job))
+        ok_keys, _ = self._clean(history)
+        # Improvement is measured against the best measured candidate; with none left usable,
+        # against the best prediction anywhere.
+        best = self._best_expected(history)
+        best = best if math.isfinite(best) else float(np.min(pred.log_job))
         scores = score(pred, p_fits, best, p_runs(space, history, pool.indicator))
 
         eligible = np.array([k not in hard for k in pool.keys], dtype=bool)

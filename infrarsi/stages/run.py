@@ -74,7 +74,7 @@ class PatchCheck:
 @dataclass(kw_only=True, slots=True)
 class RunResult:
     status: str
-    """ok | no_promotion | interrupted | error."""
+    """ok | no_promotion | searched (verify=False) | interrupted | error."""
     message: str
     run_id: str = ""
     sampler: str = ""
@@ -278,8 +278,12 @@ def run(
     use_bank: bool = True,
     on_event: EventSink = ignore,
     goal: str = "faster",
+    verify: bool = True,
 ) -> RunResult:
-    """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted."""
+    """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted.
+
+    ``verify=False`` ends after the search (status ``searched``): the benchmark's live mode judges
+    every method's pick against its measured table instead of re-verifying each."""
     repo = Path(repo).resolve()
     if sampler not in SAMPLERS:
         return RunResult(status="error", message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
@@ -305,7 +309,10 @@ def run(
                    done=0, total=trials))
     try:
         _search(session, context, patch_names, result)
-        _conclude(session, context, result)
+        if verify:
+            _conclude(session, context, result)
+        else:
+            result.status, result.message = "searched", f"search ended ({result.search_ended}); not re-verified"
     except _Stop as stop:
         result.status = "error"
         result.message = str(stop)

@@ -54,15 +54,18 @@ def test_failures_that_share_several_settings_do_not_condemn_one_of_them_alone()
 
 def test_the_sampler_stops_proposing_a_setting_that_keeps_breaking_the_job():
     space = _space()
-    surface = Surface(space, DENSE_TIME, DENSE_MEM, base_peak=0.3 * space.budget_bytes, seed=2)
     # compile=True trips an assert in this job, whatever else is set: a crash after start-up.
     compiled = [c for c in space.all_candidates() if c.knobs["compile"]]
     assert len(compiled) > len(space.all_candidates()) / 3
-    sampler, history = InfraRSISampler(space, seed=2), []
-    while len(history) < 20 and (proposal := sampler.ask(history)) is not None:
-        cand = proposal.candidate
-        history.append(result(cand, TrialStatus.CRASH) if cand.knobs["compile"] else surface.run(cand))
-    crashed = [t for t in history if t.status is TrialStatus.CRASH]
-    # Without the crash model: 9 of 20 (EI is highest exactly where nothing was ever measured).
-    assert len(crashed) <= 3, [space.settings(t.candidate) for t in crashed]
-    assert failure_rates(space, history)[space.setting_keys.index("compile=True")] == 1.0
+    for seed in range(3):
+        surface = Surface(space, DENSE_TIME, DENSE_MEM, base_peak=0.3 * space.budget_bytes, seed=seed)
+        sampler, history = InfraRSISampler(space, seed=seed), []
+        while len(history) < 20 and (proposal := sampler.ask(history)) is not None:
+            cand = proposal.candidate
+            history.append(result(cand, TrialStatus.CRASH) if cand.knobs["compile"] else surface.run(cand))
+        crashed = [t for t in history if t.status is TrialStatus.CRASH]
+        # Without the crash model: 15-18 of 20 (EI is highest exactly where nothing was ever
+        # measured). With it, compile keeps a trial or two while it always came with another
+        # setting never run without it (the failures' common core, see p_runs).
+        assert len(crashed) <= 5, (seed, [space.settings(t.candidate) for t in crashed])
+        assert failure_rates(space, history)[space.setting_keys.index("compile=True")] == 1.0, seed

@@ -80,18 +80,35 @@ def test_seeds_come_from_the_bank_then_the_baseline_then_spread_out():
     surface = _surface(space)
     bank = space.with_value(space.with_value(space.baseline(), "micro_batch_size", 8), "threads", 2)
     sampler, history = InfraRSISampler(space, seeds=[bank], n_initial=5), []
-    reasons = []
+    proposals = []
     for _ in range(5):
-        proposal = sampler.ask(history)
-        reasons.append(proposal.reason)
-        history.append(surface.run(proposal.candidate))
+        proposals.append(sampler.ask(history))
+        history.append(surface.run(proposals[-1].candidate))
     assert history[0].candidate.key() == bank.key()
     assert history[1].candidate.key() == space.baseline().key()
-    assert reasons[2:] == ["prior-guided diverse seed"] * 3
+    seeds = [i for i, p in enumerate(proposals) if p.reason == "prior-guided diverse seed"]
+    assert seeds and seeds[0] == 2, [p.reason for p in proposals]
     ind = space.indicator([t.candidate for t in history])
     gaps = np.abs(ind[:, None] - ind[None]).sum(-1)
     # No prior-guided seed is a one-setting tweak of an earlier trial.
-    assert all(gaps[i, :i].min() >= 3 for i in range(2, 5)), gaps
+    assert all(gaps[i, :i].min() >= 3 for i in seeds), gaps
+
+
+def test_a_seed_the_models_already_call_slower_than_the_best_run_is_left_to_expected_improvement():
+    space = _space(patches=())
+    surface = _surface(space)
+    # Three settings make the job faster, every other one slower: every candidate 3 settings away
+    # from both the baseline and the best is expected slower than the best.
+    fast = {"micro_batch_size": 16, "activation_checkpointing": True, "optimizer_impl": "fused"}
+    best = space.baseline()
+    for knob, value in fast.items():
+        best = space.with_value(best, knob, value)
+    faster = set(space.settings(best))
+    priors = PriorTable.of([Prior(key=k, time_log_mean=-0.3 if k in faster else 1.0, time_log_sd=0.05,
+                                  mem_log_mean=0.0, mem_log_sd=0.1, source="test") for k in space.setting_keys])
+    history = [surface.run(space.baseline()), surface.run(best)]
+    proposal = InfraRSISampler(space, priors).ask(history)
+    assert proposal.reason == "expected improvement x P(fits) x P(runs)", proposal
 
 
 def _trials_to_optimum(sampler, surface, budget):
@@ -152,18 +169,22 @@ def test_top_candidates_rank_by_model_not_by_one_lucky_run():
     assert top[0].predicted_job_s <= top[1].predicted_job_s <= top[2].predicted_job_s
 
 
-def _rough_memory_priors(space: SearchSpace) -> PriorTable:
-    """What a built-in table knows: micro-batch and checkpointing move memory, the rest barely."""
-    rough = {"micro_batch_size=1": -0.3, "micro_batch_size=2": -0.2, "micro_batch_size=8": 0.3,
-             "micro_batch_size=16": 0.6, "activation_checkpointing=True": -0.2}
-    return PriorTable.of([Prior(key=k, time_log_mean=0.0, time_log_sd=1.0, mem_log_mean=rough.get(k, 0.0),
-                                mem_log_sd=0.3 if k in rough else 0.1, source="test") for k in space.setting_keys])
+def _rough_priors(space: SearchSpace) -> PriorTable:
+    """What a built-in table knows: micro-batch and checkpointing move memory, the rest barely;
+    larger micro-batches are faster, checkpointing slower."""
+    mem = {"micro_batch_size=1": -0.3, "micro_batch_size=2": -0.2, "micro_batch_size=8": 0.3,
+           "micro_batch_size=16": 0.6, "activation_checkpointing=True": -0.2}
+    time = {"micro_batch_size=1": 0.4, "micro_batch_size=2": 0.2, "micro_batch_size=8": -0.2,
+            "micro_batch_size=16": -0.4, "activation_checkpointing=True": 0.2}
+    return PriorTable.of([Prior(key=k, time_log_mean=time.get(k, 0.0), time_log_sd=0.3 if k in time else 0.1,
+                                mem_log_mean=mem.get(k, 0.0), mem_log_sd=0.3 if k in mem else 0.1, source="test")
+                          for k in space.setting_keys])
 
 
 def test_after_the_fastest_micro_batch_ooms_the_sampler_keeps_it_with_a_memory_saver():
     space = _space()
     surface = _surface(space, seed=0)  # micro-batch 16 is the fastest setting and never fits alone
-    sampler, history = InfraRSISampler(space, _rough_memory_priors(space)), []
+    sampler, history = InfraRSISampler(space, _rough_priors(space)), []
     while len(history) < 16 and (proposal := sampler.ask(history)) is not None:
         history.append(surface.run(proposal.candidate))
     first_oom = next(i for i, t in enumerate(history)

@@ -250,3 +250,10 @@ def test_an_unknown_sampler_is_an_error_that_runs_nothing(prepared):
     result = run(prepared, trials=2, sampler="annealing")
     assert result.status == "error" and "annealing" in result.message and "tpe" in result.message
     assert not (prepared / ".infrarsi" / "study.db").exists()
+
+
+def test_a_run_without_verification_ends_after_the_search(prepared):
+    result = run(prepared, trials=3, sampler="random", use_bank=False, verify=False)
+    assert result.status == "searched" and "the budget of 3 trials" in result.message, result.message
+    assert not result.verdicts and result.promoted is None
+    assert [r.kind for r in result.trials].count("verification") == 0
