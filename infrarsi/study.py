@@ -133,10 +133,13 @@ class StoredTrial:
 class TrialStore:
     """Ask/tell over one Optuna study, in InfraRSI's terms."""
 
-    def __init__(self, study: optuna.Study, contract: Contract, patches: list[str]):
+    def __init__(self, study: optuna.Study, contract: Contract, patches: list[str], *, oom_as_constraint: bool = False):
+        """``oom_as_constraint``: every finished trial carries the memory constraint, as Optuna's
+        constrained samplers (GP) need: they refuse a study where some trials have it and others not."""
         self.study = study
         self.contract = contract
         self.patches = patches
+        self.oom_as_constraint = oom_as_constraint
 
     @classmethod
     def open(
@@ -146,6 +149,7 @@ class TrialStore:
         *,
         storage_url: str,
         sampler: optuna.samplers.BaseSampler | None = None,
+        oom_as_constraint: bool = False,
     ) -> TrialStore:
         study = optuna.create_study(
             study_name=study_name(contract),
@@ -154,7 +158,7 @@ class TrialStore:
             direction="minimize",
             load_if_exists=True,
         )
-        return cls(study, contract, patches)
+        return cls(study, contract, patches, oom_as_constraint=oom_as_constraint)
 
     def begin(self, candidate: Candidate | None, kind: str) -> optuna.Trial:
         """Start a trial: a given candidate or the study sampler's choice.
@@ -226,10 +230,10 @@ class TrialStore:
     def candidate_of(self, trial: optuna.Trial) -> Candidate:
         return from_params(trial.params)
 
-    def finish(self, trial: optuna.Trial, result: TrialResult, *, oom_as_constraint: bool = False) -> None:
+    def finish(self, trial: optuna.Trial, result: TrialResult) -> None:
         trial.set_user_attr(RESULT_ATTR, result.to_dict())
         value = job_seconds(result, self.contract.workload.planned_steps) if result.ok else None
-        if oom_as_constraint:
+        if self.oom_as_constraint:
             over = (result.peak_bytes or self.contract.memory.budget_bytes) - self.contract.memory.budget_bytes
             trial.set_constraint("memory", float(max(over, 1) if result.status is TrialStatus.OOM else -1))
         if value is not None and math.isfinite(value):

@@ -104,13 +104,19 @@ def test_each_status_lands_in_the_study_state_it_means(tmp_path):
 
 
 def test_oom_as_a_constraint_for_optunas_constrained_samplers(tmp_path):
-    store = TrialStore.open(contract(), [], storage_url=url(tmp_path))
-    oom = store.begin(BIG, "search")
-    store.finish(oom, result(BIG, TrialStatus.OOM), oom_as_constraint=True)
-    ok = store.begin(Candidate(knobs={"micro_batch_size": 1}), "search")
-    store.finish(ok, result(Candidate(knobs={"micro_batch_size": 1})), oom_as_constraint=True)
+    gp = optuna.samplers.GPSampler(seed=0, n_startup_trials=2)
+    store = TrialStore.open(contract(), [], storage_url=url(tmp_path), sampler=gp, oom_as_constraint=True)
+    small, two = Candidate(knobs={"micro_batch_size": 1}), Candidate(knobs={"micro_batch_size": 2})
+    # Every kind of trial carries the constraint: GP refuses a study where only some do (the run
+    # stage's baseline and validations once finished without it, and GP's first own ask failed).
+    for cand, kind, status in ((small, "baseline", TrialStatus.OK), (two, "search", TrialStatus.OK),
+                               (BIG, "search", TrialStatus.OOM)):
+        store.finish(store.begin(cand, kind), result(cand, status))
     # Optuna's constraint convention: feasible at zero or less, so an OOM is positive (the excess).
-    assert [t.constraints for t in store.study.trials] == [{"memory": 140 * 2**20 - 2**27}, {"memory": -1.0}]
+    assert [t.constraints for t in store.study.trials] == [{"memory": -1.0}, {"memory": -1.0},
+                                                          {"memory": 140 * 2**20 - 2**27}]
+    asked = store.begin(None, "search")  # GP's own choice, past its start-up trials
+    assert store.candidate_of(asked).knobs
 
 
 def test_the_sampler_chooses_when_no_candidate_is_given(tmp_path):

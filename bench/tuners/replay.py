@@ -61,7 +61,7 @@ class _Run:
         self.table = table
         self.strategy = strategy(method, table, seed, bank_url)
         study = optuna.create_study(direction="minimize", sampler=self.strategy.optuna_sampler)
-        self.store = TrialStore(study, table.contract, table.patches)
+        self.store = TrialStore(study, table.contract, table.patches, oom_as_constraint=self.strategy.oom_as_constraint)
         self.execute_result = execute
         self.history: list[TrialResult] = []
         self.records: list[dict] = []
@@ -76,7 +76,7 @@ class _Run:
         ask_s = time.perf_counter() - wall
         ask_cpu = time.process_time() - cpu
         result = self.execute_result(cand, abort)
-        self.store.finish(trial, result, oom_as_constraint=self.strategy.oom_as_constraint)
+        self.store.finish(trial, result)
         self.history.append(result)
         # Before the search starts every method has only measured runs to rank (no sampler yet).
         top = ahead_of_baseline(self.strategy.top_candidates(self.history, VERIFY_TOP + 1), self.strategy.baseline(),
@@ -122,11 +122,12 @@ def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
     earlier.strategy.record_findings(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history)
 
 
-def replay(table: Table, method: str, seed: int, trials: int) -> list[dict]:
+def replay(table: Table, method: str, seed: int, trials: int, bank_url: str | None = None) -> list[dict]:
+    """One run of ``method`` on the table. A ``+bank`` method reads ``bank_url`` when given (it is
+    not written to), else a bank filled by one earlier InfraRSI run on the same table."""
     rng = np.random.default_rng([seed, METHODS.index(method)])
     with tempfile.TemporaryDirectory() as tmp:
-        bank_url = None
-        if method.endswith("+bank"):
+        if method.endswith("+bank") and bank_url is None:
             bank_url = f"sqlite:///{tmp}/bank.db"
             record_bank(table, bank_url, 1000 + seed, trials)
         records = _Run(table, method, seed, lambda c, a: table.trial(c, rng, a), bank_url).run(trials)

@@ -172,8 +172,7 @@ class _Session:
         return grace_period_s(self.store.study._storage)
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
-                reason: str = "", oom_as_constraint: bool = False,
-                exclusive: tuple[str, ...] = ()) -> TrialResult | None:
+                reason: str = "", exclusive: tuple[str, ...] = ()) -> TrialResult | None:
         """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
         first (as one of those kinds) is given up before it runs: None is returned."""
         trial = self.store.begin(candidate, kind)
@@ -199,7 +198,7 @@ class _Session:
         except KeyboardInterrupt:
             self.store.interrupted(trial, time.monotonic() - began)
             raise
-        self.store.finish(trial, result, oom_as_constraint=oom_as_constraint)
+        self.store.finish(trial, result)
         if kind in ("baseline", "validation", "search"):
             self.started += 1
         step = f"{result.step_time * 1000:.1f} ms/step" if result.step_time else result.detail[:80]
@@ -298,7 +297,8 @@ def run(
     storage_url = storage or default_storage_url(repo)
     context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed,
                            bank_url=bank_url, use_bank=use_bank)
-    store = TrialStore.open(contract, patch_names, storage_url=storage_url, sampler=context.optuna_sampler)
+    store = TrialStore.open(contract, patch_names, storage_url=storage_url, sampler=context.optuna_sampler,
+                            oom_as_constraint=context.oom_as_constraint)
     store.fail_stale()
     result = RunResult(status="ok", message="", run_id=new_run_id(), sampler=sampler, storage_url=storage_url,
                        study_name=store.study.study_name, started=dt.datetime.now().isoformat(timespec="seconds"),
@@ -362,8 +362,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
             break
         candidate, reason = proposal
         # Two workers can still ask in the same instant: the later-numbered trial gives way.
-        if session.execute(candidate, "search", abort_step_time=abort, reason=reason,
-                           oom_as_constraint=context.oom_as_constraint, exclusive=MEASURING) is None:
+        if session.execute(candidate, "search", abort_step_time=abort, reason=reason, exclusive=MEASURING) is None:
             given_up += 1
             if given_up > 20:
                 raise _Stop("gave way to other workers 20 times in a row: the study's running trials look inconsistent")

@@ -15,6 +15,7 @@ from bench.tuners import metrics, report
 from bench.tuners.methods import METHODS
 from bench.tuners.replay import replay
 from bench.tuners.table import Table
+from infrarsi.bank import BestConfig, ExperienceBank, WorkloadSignature
 from infrarsi.contract import Knob, contract_path, save_contract
 from infrarsi.hardware import fingerprint
 from infrarsi.runner.result import Candidate, TrialStatus
@@ -101,6 +102,19 @@ def test_every_method_replays_and_finds_a_deployable_pick(table, method):
     # 12 trials on a 24-configuration space with a 1.4x optimum: every method should do better
     # than the baseline by the end (the baseline is the slowest fp32 configuration).
     assert metrics.curve(runs, 12)["median"][-1] > 1.05
+
+
+def test_a_bank_given_to_replay_is_read_for_seeds_and_left_as_it_was(table, tmp_path):
+    # Another machine's bank whose best is a configuration no replay run of this table would seed.
+    other = table.space.with_value(table.space.baseline(), "activation_checkpointing", True)
+    bank_url = f"sqlite:///{tmp_path}/bank.db"
+    ExperienceBank(bank_url).record_run(
+        signature=WorkloadSignature.from_contract(table.contract, {}), hardware_id="other-machine",
+        hardware="one core", best=[BestConfig(candidate=other, speedup=1.1, interval=(1.02, 1.2))])
+    before = (tmp_path / "bank.db").read_bytes()
+    records = replay(table, "infrarsi+bank", 0, trials=12, bank_url=bank_url)
+    assert next(r for r in records if r["kind"] == "search")["key"] == other.key()
+    assert (tmp_path / "bank.db").read_bytes() == before
 
 
 def test_metrics_on_hand_made_records():
