@@ -80,8 +80,8 @@ def main() -> None:
     print(f"\ntarget: {args.fixture}'s table ({table.hardware.id}), {args.seeds} seeds; oracle {oracle:.3f}x")
     print(report.summary_table(runs, oracle, args.trials))
     print(report.waste_table(runs))
-    source_summary = {key: ran.get(key) for key in ("status", "message", "search_ended", "priors_source", "spent_s")}
-    source_summary["promoted"] = ran.get("promoted")
+    source_summary = {key: ran.get(key) for key in ("status", "message", "search_ended", "priors_source", "spent_s",
+                                                    "promoted", "prior_checks")}
     source_summary["trials"] = [{k: t[k] for k in ("kind", "status", "wall_s", "candidate", "reason")}
                                 for t in ran["trials"]]
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,19 +1,20 @@
-"""Live: every method runs the real run stage (real trials, re-verification) on a fixture.
+"""Live: every method runs the real run stage's search (real trials) on a fixture.
 
-    .venv/bin/python -m bench.tuners.live dense_gpt [--methods infrarsi,tpe] [--seeds 0,1,2] [--trials 20]
+    .venv/bin/python -m bench.tuners.live dense_gpt [--methods infrarsi,tpe] [--seeds 0,1,2] [--trials 20] [--resume]
 
 The fixture is prepared once as for the table (git copy, budget, the benchmark's reduced space:
 bench/tuners/fixture.py) and doctor'ed once; each (method, seed) runs
 ``infrarsi.stages.run.run(copy, trials=N, sampler=..., seed=s, verify=False)`` on its own copy with
 a fresh SQLite study: the search alone, real trials through the real runner. ``infrarsi+bank`` gets
 a bank filled as in replay (one earlier InfraRSI run's findings on the fixture's measured table).
-Because the space is the table's, the *verified* speedup of each trial's pick (the best measured
-run so far, the rule the run stage uses to rank peers) is the table's median over its repeats, and
-the oracle is the table's best; re-verifying every method's pick against the baseline would cost
-more than its search and tell the same. Seeds run in the outer loop, so a run cut short has every
-method on its first seeds. Results are appended to bench/out/live_<fixture>.json after every run,
-with the last commit of the code measured; ``--resume`` skips the (method, seed) pairs already there for the same
-commit.
+After each trial the method's pick is replay's (``verified_pick``: of the candidates
+re-verification would rerun, ranked as the run stage ranks them, the one with the highest verified
+speedup); because the space is the table's, the verified speedup is the table's median over its
+repeats, and the oracle is the table's best. Re-verifying every method's pick against the baseline
+would cost more machine time than the searches and tell the same. Seeds run in the outer loop, so a
+run cut short has every method on its first seeds. Results are written to
+bench/out/live_<fixture>.json after every run, with the last commit of the code measured;
+``--resume`` keeps those of the same commit and skips their (method, seed) pairs.
 """
 
 from __future__ import annotations
@@ -27,34 +28,37 @@ import tempfile
 import time
 from pathlib import Path
 
-from infrarsi.runner.result import Candidate
+from infrarsi.contract import load_contract
+from infrarsi.search.space import SearchSpace
+from infrarsi.study import TrialStore
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.run import run
 
 from bench.tuners import report
 from bench.tuners.fixture import ROOT, prepare
 from bench.tuners.measure_space import DATA
-from bench.tuners.methods import METHODS, sampler_of
-from bench.tuners.replay import DOCS, OUT, record_bank
+from bench.tuners.methods import METHODS, sampler_of, strategy
+from bench.tuners.replay import DOCS, OUT, record_bank, verified_pick
 from bench.tuners.table import Table
 
 COUNTED = ("baseline", "validation", "search")
 """Trial kinds that spend the trial budget (re-verification comes after it)."""
 
 
-def records_of(result, table: Table) -> list[dict]:
-    """Per budgeted trial: status, cost, and the verified speedup of the best measured run so far."""
-    out, best, best_job = [], None, float("inf")
-    failed = {json.dumps(t.candidate, sort_keys=True) for t in result.trials if t.status in ("oom", "crash", "numerics")}
-    for row in result.trials:
-        if row.kind not in COUNTED:
+def records_of(repo: Path, storage: str, result, method: str, seed: int, bank: str, table: Table) -> list[dict]:
+    """Per budgeted trial, in the study's order: status, cost, and the method's pick after it, by
+    replay's rule (``verified_pick``: what re-verification would promote, at its table speedup)."""
+    rank = strategy(method, table, seed, bank)
+    validated = [c.name for c in result.patch_checks if c.status == "validated"]
+    rank.prepare(SearchSpace.from_contract(table.contract, validated))
+    history, out = [], []
+    for stored in TrialStore.open(load_contract(repo), [], storage_url=storage).trials():
+        history.append(stored.result)  # every kind is data for the models' ranking
+        if stored.kind not in COUNTED:
             continue
-        cand = json.dumps(row.candidate, sort_keys=True)
-        if row.status == "ok" and row.job_s and row.job_s < best_job and cand not in failed:
-            best, best_job = row.candidate, row.job_s
-        key = Candidate.from_dict(best).key() if best is not None else None
-        out.append({"kind": row.kind, "status": row.status, "wall_s": row.wall_s, "pick": key,
-                    "speedup": table.speedup(key) if key in table.rows else 1.0})
+        pick = verified_pick(rank, history, table)
+        out.append({"kind": stored.kind, "status": stored.result.status.value, "wall_s": stored.result.wall_s,
+                    "key": stored.result.candidate.key(), "pick": pick, "speedup": table.speedup(pick)})
     return out
 
 
@@ -89,12 +93,14 @@ def main() -> None:
                     record_bank(table, bank, 1000 + seed, args.trials)
                 load = os.getloadavg()[0]
                 started = time.perf_counter()
+                storage = f"sqlite:///{repo.parent}/study.db"
                 result = run(repo, trials=args.trials, sampler=sampler, seed=seed, use_bank=use_bank, bank_url=bank,
-                             storage=f"sqlite:///{repo.parent}/study.db", verify=False)
+                             storage=storage, verify=False)
                 done.append({"method": method, "seed": seed, "commit": commit, "load1_start": load,
                              "load1_end": os.getloadavg()[0], "wall_s": time.perf_counter() - started,
                              "status": result.status, "message": result.message,
-                             "search_ended": result.search_ended, "records": records_of(result, table)})
+                             "search_ended": result.search_ended,
+                             "records": records_of(repo, storage, result, method, seed, bank, table)})
                 out_path.write_text(json.dumps(done, indent=1))
                 print(f"{args.fixture} {method} seed {seed}: {result.message} "
                       f"({time.perf_counter() - started:.0f} s, load {load:.1f})", flush=True)

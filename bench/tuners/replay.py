@@ -78,10 +78,7 @@ class _Run:
         result = self.execute_result(cand, abort)
         self.store.finish(trial, result)
         self.history.append(result)
-        # Before the search starts every method has only measured runs to rank (no sampler yet).
-        top = ahead_of_baseline(self.strategy.top_candidates(self.history, VERIFY_TOP + 1), self.strategy.baseline(),
-                                VERIFY_TOP) if self.rank else []
-        pick = max((c.key() for c in top), key=self.table.speedup, default=None)
+        pick = verified_pick(self.strategy, self.history, self.table) if self.rank else None
         self.records.append({"kind": kind, "status": result.status.value, "wall_s": result.wall_s,
                              "key": cand.key(), "pick": pick,
                              "ask_s": ask_s if kind == "search" else None, "ask_cpu_s": ask_cpu})
@@ -102,6 +99,14 @@ class _Run:
                 break
             self.execute(proposal[0], "search", incumbent * ABORT_FACTOR if incumbent else None, asked)
         return self.records
+
+
+def verified_pick(strategy, history: list[TrialResult], table) -> str | None:
+    """What re-verification would promote after ``history``: of the ``VERIFY_TOP`` candidates the
+    method ranks ahead of the baseline, the one with the highest verified (table) speedup. Before
+    the search starts every method has only measured runs to rank (no sampler yet)."""
+    top = ahead_of_baseline(strategy.top_candidates(history, VERIFY_TOP + 1), strategy.baseline(), VERIFY_TOP)
+    return max((c.key() for c in top), key=table.speedup, default=None)
 
 
 def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
