@@ -153,7 +153,7 @@ class InfraRSISampler:
         sure, likely = fresh & (p_fits >= SEED_P_FITS), fresh & (p_fits >= 0.5)
         done = self.space.indicator(distinct([t.candidate for t in history]))
         far = (pool.indicator[:, None, :] != done[None, :, :]).sum(axis=2).min(axis=1) >= SEED_DISTANCE
-        promising = expected <= self._best_expected(history)
+        promising = expected <= self._best_expected(self._clean(history)[1])
         choices = [sure & far & promising, likely & far & promising]
         if must:
             choices += [sure & far, likely & far, sure, likely, fresh]
@@ -170,11 +170,10 @@ class InfraRSISampler:
         ok_keys = {t.candidate.key() for t in history if t.ok} - failed_keys(history)
         return ok_keys, distinct([t.candidate for t in history if t.candidate.key() in ok_keys])
 
-    def _best_expected(self, history) -> float:
-        """The lowest expected log job time among the candidates run clean so far: the models'
-        view of the best, not a single lucky run (on the prior's scale before the time model is
-        fitted); infinite with none."""
-        _, oks = self._clean(history)
+    def _best_expected(self, oks: list[Candidate]) -> float:
+        """The lowest expected log job time among ``oks``, the candidates run clean so far: the
+        models' view of the best, not a single lucky run (on the prior's scale before the time
+        model is fitted); infinite with none."""
         if not oks:
             return math.inf
         expected = self.time.predict(oks).log_job if self.time.fitted else self.space.indicator(oks) @ self._prior_time
@@ -187,11 +186,10 @@ class InfraRSISampler:
         pred = self.time.predict_indicator(pool.indicator)
         p_fits = memory.p_fits(pool.features, space.budget_bytes)
         hard = failed_keys(history, _HARD_FAILURES)
-        ok_keys, _ = self._clean(history)
+        ok_keys, oks = self._clean(history)
         # Improvement is measured against the best measured candidate; with none left usable,
         # against the best prediction anywhere.
-        best = self._best_expected(history)
-        best = best if math.isfinite(best) else float(np.min(pred.log_job))
+        best = self._best_expected(oks) if oks else float(np.min(pred.log_job))
         scores = score(pred, p_fits, best, p_runs(space, history, pool.indicator))
 
         eligible = np.array([k not in hard for k in pool.keys], dtype=bool)

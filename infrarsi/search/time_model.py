@@ -119,7 +119,7 @@ class TimeModel:
         # Neutral priors too: a 20x effect must land in its own setting, whatever was believed.
         # The setting indicators carry no order, so a knob's untried values are loosened with it.
         self.priors_in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds,
-                                   knobs=[self.space.knob_of(k) for k in self.space.setting_keys])
+                                         knobs=[self.space.knob_of(k) for k in self.space.setting_keys])
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)
         self.fitted = True
