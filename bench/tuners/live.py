@@ -13,7 +13,7 @@ speedup); because the space is the table's, the verified speedup is the table's 
 repeats, and the oracle is the table's best. Re-verifying every method's pick against the baseline
 would cost more machine time than the searches and tell the same. Seeds run in the outer loop, so a
 run cut short has every method on its first seeds. Results are written to
-bench/out/live_<fixture>.json after every run, with the last commit of the code measured;
+bench/out/live_<fixture>.json after every run, with the last commit of the code that run depends on;
 ``--resume`` keeps those of the same commit and skips their (method, seed) pairs.
 """
 
@@ -44,6 +44,21 @@ from bench.tuners.table import Table
 COUNTED = ("baseline", "validation", "search")
 """Trial kinds that spend the trial budget (re-verification comes after it)."""
 
+INFRARSI_ONLY = ("samplers", "time_model", "memory_model", "acquisition", "crash_model", "gp", "truncated",
+                 "prior_check", "calibration")
+"""``infrarsi/search`` modules only InfraRSI's sampler searches with (for a peer's run they only
+write the report's checks), so a change to them leaves the peers' runs measured."""
+
+
+def code_commit(method: str) -> str:
+    """The last commit of the code a method's run depends on: committing results and docs later,
+    or changing InfraRSI's own models, keeps --resume of the peers working."""
+    paths = ["infrarsi", "bench/tuners"]
+    if sampler_of(method)[0] != "infrarsi":
+        paths += [f":(exclude)infrarsi/search/{name}.py" for name in INFRARSI_ONLY]
+    return subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", *paths],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
 
 def records_of(repo: Path, storage: str, result, method: str, seed: int, bank: str, table: Table) -> list[dict]:
     """Per budgeted trial, in the study's order: status, cost, and the method's pick after it, by
@@ -68,15 +83,13 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--resume", action="store_true", help="keep earlier results of this commit, skip their runs")
+    parser.add_argument("--resume", action="store_true", help="keep earlier results of the same code, skip their runs")
     args = parser.parse_args()
     table = Table.load(DATA / f"{args.fixture}_space.json")
     out_path = OUT / f"live_{args.fixture}.json"
     OUT.mkdir(parents=True, exist_ok=True)
-    # The last commit of the code measured: committing results and docs later keeps --resume working.
-    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "infrarsi", "bench/tuners"],
-                            capture_output=True, text=True).stdout.strip()
-    done = [e for e in json.loads(out_path.read_text()) if e.get("commit") == commit] \
+    commits = {method: code_commit(method) for method in METHODS}
+    done = [e for e in json.loads(out_path.read_text()) if e.get("commit") == commits.get(e["method"])] \
         if args.resume and out_path.exists() else []
     with tempfile.TemporaryDirectory(prefix="infrarsi-live-") as tmp:
         prepared = prepare(args.fixture, Path(tmp) / "prepared", table.data.get("pins"))
@@ -96,7 +109,7 @@ def main() -> None:
                 storage = f"sqlite:///{repo.parent}/study.db"
                 result = run(repo, trials=args.trials, sampler=sampler, seed=seed, use_bank=use_bank, bank_url=bank,
                              storage=storage, verify=False)
-                done.append({"method": method, "seed": seed, "commit": commit, "load1_start": load,
+                done.append({"method": method, "seed": seed, "commit": commits[method], "load1_start": load,
                              "load1_end": os.getloadavg()[0], "wall_s": time.perf_counter() - started,
                              "status": result.status, "message": result.message,
                              "search_ended": result.search_ended,
