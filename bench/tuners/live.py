@@ -91,32 +91,32 @@ def main() -> None:
     commits = {method: code_commit(method) for method in METHODS}
     done = [e for e in json.loads(out_path.read_text()) if e.get("commit") == commits.get(e["method"])] \
         if args.resume and out_path.exists() else []
+    todo = [(method, seed) for seed in (int(s) for s in args.seeds.split(",")) for method in args.methods.split(",")
+            if not any(e["method"] == method and e["seed"] == seed for e in done)]
     with tempfile.TemporaryDirectory(prefix="infrarsi-live-") as tmp:
-        prepared = prepare(args.fixture, Path(tmp) / "prepared", table.data.get("pins"))
-        doctor(prepared, repeats=2)
-        for seed in (int(s) for s in args.seeds.split(",")):
-            for method in args.methods.split(","):
-                if any(e["method"] == method and e["seed"] == seed for e in done):
-                    continue
-                repo = Path(tmp) / f"{method}-{seed}" / args.fixture
-                shutil.copytree(prepared, repo)
-                sampler, use_bank = sampler_of(method)
-                bank = f"sqlite:///{tmp}/bank-{method}-{seed}.db"
-                if use_bank:
-                    record_bank(table, bank, 1000 + seed, args.trials)
-                load = os.getloadavg()[0]
-                started = time.perf_counter()
-                storage = f"sqlite:///{repo.parent}/study.db"
-                result = run(repo, trials=args.trials, sampler=sampler, seed=seed, use_bank=use_bank, bank_url=bank,
-                             storage=storage, verify=False)
-                done.append({"method": method, "seed": seed, "commit": commits[method], "load1_start": load,
-                             "load1_end": os.getloadavg()[0], "wall_s": time.perf_counter() - started,
-                             "status": result.status, "message": result.message,
-                             "search_ended": result.search_ended,
-                             "records": records_of(repo, storage, result, method, seed, bank, table)})
-                out_path.write_text(json.dumps(done, indent=1))
-                print(f"{args.fixture} {method} seed {seed}: {result.message} "
-                      f"({time.perf_counter() - started:.0f} s, load {load:.1f})", flush=True)
+        if todo:
+            prepared = prepare(args.fixture, Path(tmp) / "prepared", table.data.get("pins"))
+            doctor(prepared, repeats=2)
+        for method, seed in todo:
+            repo = Path(tmp) / f"{method}-{seed}" / args.fixture
+            shutil.copytree(prepared, repo)
+            sampler, use_bank = sampler_of(method)
+            bank = f"sqlite:///{tmp}/bank-{method}-{seed}.db"
+            if use_bank:
+                record_bank(table, bank, 1000 + seed, args.trials)
+            load = os.getloadavg()[0]
+            started = time.perf_counter()
+            storage = f"sqlite:///{repo.parent}/study.db"
+            result = run(repo, trials=args.trials, sampler=sampler, seed=seed, use_bank=use_bank, bank_url=bank,
+                         storage=storage, verify=False)
+            done.append({"method": method, "seed": seed, "commit": commits[method], "load1_start": load,
+                         "load1_end": os.getloadavg()[0], "wall_s": time.perf_counter() - started,
+                         "status": result.status, "message": result.message,
+                         "search_ended": result.search_ended,
+                         "records": records_of(repo, storage, result, method, seed, bank, table)})
+            out_path.write_text(json.dumps(done, indent=1))
+            print(f"{args.fixture} {method} seed {seed}: {result.message} "
+                  f"({time.perf_counter() - started:.0f} s, load {load:.1f})", flush=True)
     print_summary(done, table, args.trials, args.fixture)
 
 

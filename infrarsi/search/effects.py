@@ -38,13 +38,17 @@ def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> Set
 
 
 def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, sds: np.ndarray, *,
-             known_only: bool = False, knobs: list[str] | None = None) -> tuple[SettingPriors, np.ndarray]:
+             known_only: bool = False, knobs: list[str] | None = None,
+             sides: list[int] | None = None) -> tuple[SettingPriors, np.ndarray]:
     """``prior`` with every setting the data contradict (``prior_check``'s rule, on the data-only
     ``effects`` and ``sds``) loosened: its mean dropped, its sd widened to hold the effect seen.
     ``known_only`` leaves the neutral entries alone. Given ``knobs`` (each setting's knob), the
     values no trial has held of a knob contradicted at one value are loosened as far: a knob's
     priors come from one source's curve (micro-batch 16's from the same slope as 4 and 8), so
-    where that curve is wrong the untried end of it is unknown, not known. Also returns which
+    where that curve is wrong the untried end of it is unknown, not known. Given ``sides`` too
+    (``SearchSpace.setting_sides``), only the untried values on the contradicted value's side of
+    the default: the default is measured, and the curve's other branch (micro-batch 1 and 2 when 8
+    was contradicted) is a different regime the trials say nothing about. Also returns which
     settings were loosened."""
     n_with = indicator.sum(axis=0)
     hit = contradicts(prior.mean, prior.sd, effects, sds, n_with, len(indicator) - n_with)
@@ -53,10 +57,11 @@ def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, s
     wide = np.maximum(UNKNOWN_LOG_SD, np.abs(effects) + Z_BAND * sds)
     if knobs is not None and hit.any():
         owner = np.array(knobs)
-        for knob in set(owner[hit]):
-            untried = (owner == knob) & (n_with == 0)
-            wide[untried] = wide[hit & (owner == knob)].max()
-            hit |= untried
+        side = np.array(sides) if sides is not None else np.zeros(len(owner), dtype=int)
+        for j in np.flatnonzero(hit):
+            untried = (owner == owner[j]) & (n_with == 0) & ((side == 0) | (side == side[j]))
+            wide[untried] = np.maximum(wide[untried], wide[j])
+            hit = hit | untried
     return SettingPriors(np.where(hit, 0.0, prior.mean), np.where(hit, wide, prior.sd), prior.known), hit
 
 

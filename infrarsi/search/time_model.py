@@ -117,9 +117,11 @@ class TimeModel:
         self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
         # Neutral priors too: a 20x effect must land in its own setting, whatever was believed.
-        # The setting indicators carry no order, so a knob's untried values are loosened with it.
+        # The setting indicators carry no order, so a knob's untried values are loosened with it
+        # (on the contradicted value's side of the default, for ordered knobs).
         self.priors_in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds,
-                                         knobs=[self.space.knob_of(k) for k in self.space.setting_keys])
+                                         knobs=[self.space.knob_of(k) for k in self.space.setting_keys],
+                                         sides=self.space.setting_sides)
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)
         self.fitted = True

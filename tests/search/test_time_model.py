@@ -151,3 +151,26 @@ def test_a_knob_contradicted_at_the_values_tried_is_not_trusted_at_the_untried_o
     assert pred.log_step_sd[1] > 0.5
     gain = expected_improvement(pred.log_job[1:], pred.log_job_sd[1:], pred.log_job[0])[0]
     assert gain > 10 * CONVERGED_GAIN, gain
+
+
+def test_a_knob_contradicted_above_its_default_keeps_its_priors_below_it(dense_space):
+    # Micro-batch 8 runs far faster than the shallow slope said. That says the slope is wrong from
+    # the default up (16 is open); it says nothing of 1 and 2, a regime no trial has touched, whose
+    # priors (slower) stand: loosening them sent searches into aborted micro-batch 1 trials.
+    shallow = PriorTable.of([Prior(key=f"micro_batch_size={mb}", time_log_mean=m, time_log_sd=0.1,
+                                   mem_log_mean=0.0, mem_log_sd=0.1, source="test")
+                             for mb, m in ((1, 0.07), (2, 0.035), (8, -0.035), (16, -0.07))])
+    base = dense_space.baseline()
+    history = []
+    for threads in (1, 2):
+        for mb, step in ((4, 1.0), (8, 0.58)):
+            cand = dense_space.with_value(dense_space.with_value(base, "threads", threads), "micro_batch_size", mb)
+            history.append(result(cand, step=step * (1.3 if threads == 1 else 1.0)))
+    model = TimeModel(dense_space, shallow).fit(history)
+    assert "micro_batch_size=8" in model.miscalibrated
+    in_use = dict(zip(dense_space.setting_keys, zip(model.priors_in_use.mean, model.priors_in_use.sd)))
+    assert in_use["micro_batch_size=16"][1] > 0.5
+    assert in_use["micro_batch_size=1"] == pytest.approx((0.07, 0.1))
+    assert in_use["micro_batch_size=2"] == pytest.approx((0.035, 0.1))
+    pred = model.predict([dense_space.with_value(base, "micro_batch_size", mb) for mb in (1, 16)])
+    assert pred.log_step_sd[0] < 0.3 < pred.log_step_sd[1]
