@@ -111,9 +111,10 @@ class SearchSpace:
         self.setting_keys, self.setting_deltas = self._make_settings()
         self.setting_dims = [self._dim_of(self.knob_of(key)) for key in self.setting_keys]
         """The dimension each setting moves: its knob, ``patch:name``, or ``coupled`` for the group."""
-        self.setting_sides = [self._side_of(key) for key in self.setting_keys]
-        """-1 / +1 where a power-of-two knob's value lies below / above its default; 0 where a
-        setting's values have no order (categories, booleans, patches)."""
+        log2 = np.array([c.kind == "log2" for c in self.columns], dtype=bool)
+        self.setting_sides = np.sign(self.setting_deltas[:, log2].sum(axis=1)).astype(int).tolist()
+        """-1 / +1 where a power-of-two knob's value lies below / above its default (the sign of its
+        log2 column); 0 where a setting's values have no order (categories, booleans, patches)."""
         self._key_index = {key: i for i, key in enumerate(self.setting_keys)}
         self._enumerated: CandidateSet | None = None
 
@@ -218,13 +219,6 @@ class SearchSpace:
 
     def _dim_of(self, name: str) -> str:
         return "coupled" if name in self._group_names() else name
-
-    def _side_of(self, key: str) -> int:
-        knob = next((k for k in self._encoded if k.name == self.knob_of(key)), None)
-        if knob is None or _encoding_kind(knob) != "log2":
-            return 0
-        value = int(key.split("=", 1)[1])
-        return (value > int(knob.default)) - (value < int(knob.default))
 
     def knob_of(self, key: str) -> str:
         """The dimension a setting key belongs to: the knob name or ``patch:name``."""
