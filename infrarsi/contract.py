@@ -11,7 +11,7 @@ import json
 import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import tomli_w
@@ -208,6 +208,27 @@ class Scope:
 
 
 @dataclass(kw_only=True, slots=True)
+class SandboxPolicy:
+    """What the job needs from outside the trial's sandbox (``[sandbox]``, optional; see
+    docs/sandbox.md). Without the section: no network, no extra variables, no extra paths."""
+
+    network: bool = False
+    """The job downloads or talks to a service while it trains."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables every trial gets, as written (the rest of the environment is an allow-list)."""
+    read_only: list[str] = field(default_factory=list)
+    """Absolute paths outside the repository the job reads (a dataset), mounted read-only."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.env.items():
+            if not isinstance(value, str) or not name or "=" in name:
+                raise ContractError(f"sandbox.env.{name}", "must map a variable name to a string")
+        for path in self.read_only:
+            if not isinstance(path, str) or not Path(path).is_absolute():
+                raise ContractError("sandbox.read_only", f"{path!r} must be an absolute path")
+
+
+@dataclass(kw_only=True, slots=True)
 class Contract:
     workload: Workload
     loss: LossInvariant
@@ -217,6 +238,12 @@ class Contract:
     base_commit: str = ""
     """The git commit init saw (empty when the repo has no git)."""
     schema_version: int = SCHEMA_VERSION
+    sandbox: SandboxPolicy | None = None
+    """None (no ``[sandbox]`` section, left out of the digest): the defaults of SandboxPolicy."""
+
+    @property
+    def sandbox_policy(self) -> SandboxPolicy:
+        return self.sandbox or SandboxPolicy()
 
     def knob(self, name: str) -> Knob:
         for knob in self.knobs:
@@ -303,6 +330,7 @@ def _build(cls, data: dict, prefix: str, path: Path):
         raise ContractError(field_name, f"missing or wrong ({err})", path) from None
 
 
+_VALUE = (bool, int, float, str)
 _TYPES = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
@@ -311,15 +339,69 @@ _TYPES = {
     "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
     "memory": {"budget_bytes": int, "device": str},
     "scope": {"editable": list, "functions": list, "locked": dict},
+    "knob": {"name": str, "role": str, "type": str, "default": _VALUE, "flag": str, "flag_style": str,
+             "domain": list, "tunable": bool, "help": str, "source": str},
+    "sandbox": {"network": bool, "env": dict, "read_only": list},
 }
+# What the items of a list field (or the values of a table field) must be.
+_ITEMS = {
+    "workload.command": str, "workload.args": _VALUE, "loss.reference": (int, float), "scope.editable": str,
+    "scope.functions": str, "scope.locked": str, "knob.domain": _VALUE, "sandbox.env": str, "sandbox.read_only": str,
+}
+_KNOB_TYPES = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}
 
 
-def _check_types(section: str, data: dict, path: Path) -> None:
+def _is(value: Any, expected: type | tuple[type, ...]) -> bool:
+    """isinstance, except that a bool is not an int or a float here (TOML keeps them apart)."""
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool):
+        return bool in expected
+    return isinstance(value, expected)
+
+
+def _check_types(section: str, data: dict, path: Path, label: str | None = None) -> None:
+    label = label or section
     for name, expected in _TYPES[section].items():
-        if name in data and (
-            not isinstance(data[name], expected) or isinstance(data[name], bool) and expected is not bool
-        ):
-            raise ContractError(f"{section}.{name}", f"has type {type(data[name]).__name__}", path)
+        if name not in data:
+            continue
+        value = data[name]
+        if not _is(value, expected):
+            raise ContractError(f"{label}.{name}", f"has type {type(value).__name__}", path)
+        items = _ITEMS.get(f"{section}.{name}")
+        if items is not None:
+            for key, item in (value.items() if isinstance(value, dict) else enumerate(value)):
+                if not _is(item, items) or isinstance(key, str) and not key:
+                    raise ContractError(f"{label}.{name}", f"item {key!r} = {item!r} has type {type(item).__name__}", path)
+
+
+def _check_knob_values(index: int, data: dict, path: Path) -> None:
+    allowed = _KNOB_TYPES.get(data.get("type", ""))
+    if allowed is None:
+        return  # Knob itself names the unknown type
+    for name, values in (("default", [data.get("default")]), ("domain", data.get("domain", []))):
+        for value in values:
+            if value is not None and not _is(value, allowed):
+                raise ContractError(f"knobs[{index}].{name}", f"{value!r} is not a {data['type']}", path)
+
+
+def _inside(repo: Path, rel: str) -> bool:
+    """Whether repo-relative ``rel`` names a place inside the repository (also once resolved)."""
+    pure = PurePosixPath(rel)
+    if not rel or pure.is_absolute() or ".." in pure.parts or "\\" in rel:
+        return False
+    root = Path(repo).resolve()
+    return root == (root / rel).resolve() or root in (root / rel).resolve().parents
+
+
+def _check_paths(contract: Contract, repo: Path, path: Path) -> None:
+    scope, workload = contract.scope, contract.workload
+    named = [("workload.entry", workload.entry), ("workload.cwd", workload.cwd)]
+    named += [("scope.editable", p) for p in scope.editable]
+    named += [("scope.functions", f.split("::", 1)[0]) for f in scope.functions]
+    named += [("scope.locked", p) for p in scope.locked]
+    for field_name, rel in named:
+        if not _inside(repo, rel):
+            raise ContractError(field_name, f"{rel!r} is not a path inside the repository", path)
 
 
 def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
@@ -341,15 +423,29 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
     knobs_data = data.get("knobs", [])
     if not isinstance(knobs_data, list):
         raise ContractError("knobs", "must be an array of tables", path)
+    for i, k in enumerate(knobs_data):
+        if not isinstance(k, dict):
+            raise ContractError(f"knobs[{i}]", "must be a table", path)
+        _check_types("knob", k, path, f"knobs[{i}]")
+        _check_knob_values(i, k, path)
     knobs = [_build(Knob, k, f"knobs[{i}]", path) for i, k in enumerate(knobs_data)]
+    sandbox = None
+    if "sandbox" in data:
+        sandbox_data = _section(data, "sandbox", path)
+        _check_types("sandbox", sandbox_data, path)
+        sandbox = _build(SandboxPolicy, sandbox_data, "sandbox", path)
+    if not isinstance(data.get("base_commit", ""), str):
+        raise ContractError("base_commit", f"has type {type(data['base_commit']).__name__}", path)
     contract = Contract(
         workload=_build(Workload, sections["workload"], "workload", path),
         loss=_build(LossInvariant, sections["loss"], "loss", path),
         memory=_build(MemoryBudget, sections["memory"], "memory", path),
         scope=_build(Scope, sections["scope"], "scope", path),
         knobs=knobs,
-        base_commit=str(data.get("base_commit", "")),
+        base_commit=data.get("base_commit", ""),
+        sandbox=sandbox,
     )
+    _check_paths(contract, repo, path)
     if check_hash and data.get("hash") != contract.digest():
         raise ContractError(
             "hash",

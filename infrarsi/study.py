@@ -56,6 +56,24 @@ def default_storage_url(repo: Path) -> str:
     return f"sqlite:///{(Path(repo) / STATE_DIR / 'study.db').resolve()}"
 
 
+def hide_password(url: str) -> str:
+    """``url`` as it may be stored and shown: a database password replaced by ``***``."""
+    if url.startswith("journal:"):
+        return url
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url
+
+
+def password_hidden(url: str) -> bool:
+    """Whether ``url`` is a stored one whose password was hidden (it cannot be opened as it is)."""
+    return hide_password(url) == url and ":***@" in url
+
+
 def open_storage(url: str) -> optuna.storages.BaseStorage:
     if url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend

@@ -8,6 +8,9 @@ When InfraRSI itself dies without a chance to kill the tree (SIGKILL, OOM killer
 worker of a shared study), the launched process gets a signal from the kernel (Linux
 ``PR_SET_PDEATHSIG``): SIGKILL for a plain script, SIGTERM for torchrun, whose agent answers it by
 shutting its whole worker group down (a SIGKILLed agent would leave its workers running).
+
+What the walk cannot see (a daemon that double-forked away from the tree) is caught by the trial's
+:class:`~infrarsi.runner.sandbox.Containment`: its cgroup, or InfraRSI as the orphans' subreaper.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from pathlib import Path
 
 import psutil
 
+from infrarsi.runner.sandbox import TOKEN_ENV, Containment
+
 
 _PR_SET_PDEATHSIG = 1
 try:
@@ -38,12 +43,14 @@ def _is_torchrun(argv: list[str]) -> bool:
     return any(Path(a).name == "torchrun" or a == "torch.distributed.run" for a in argv[:3])
 
 
-def _die_with_parent(sig: signal.Signals, parent: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get ``sig`` when the launching thread's process dies."""
-    if _prctl is None:
-        return None
+def _die_with_parent(sig: signal.Signals, parent: int, containment: Containment) -> Callable[[], None]:
+    """A ``preexec_fn`` that puts the child in its containment and makes it get ``sig`` when the
+    launching thread's process dies."""
 
     def preexec() -> None:
+        containment.preexec()
+        if _prctl is None:
+            return
         _prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the prctl took effect
             os.kill(os.getpid(), sig)
@@ -51,21 +58,32 @@ def _die_with_parent(sig: signal.Signals, parent: int) -> Callable[[], None] | N
     return preexec
 
 
+@contextlib.contextmanager
+def _released_on_error(containment: Containment) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        containment.kill()
+        raise
+
+
 class TrialProcess:
     """One launched command, its output going to ``log_path``."""
 
     def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], log_path: Path):
+        self.containment = Containment()
         self.started = time.perf_counter()
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb") as log, _released_on_error(self.containment):
             self._popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                env=env,
+                env={**env, TOKEN_ENV: self.containment.token},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(signal.SIGTERM if _is_torchrun(argv) else signal.SIGKILL, os.getpid()),
+                preexec_fn=_die_with_parent(signal.SIGTERM if _is_torchrun(argv) else signal.SIGKILL, os.getpid(),
+                                             self.containment),
             )
         self.pid = self._popen.pid
         self._root = psutil.Process(self.pid)
@@ -115,6 +133,7 @@ class TrialProcess:
             if not self._killed:
                 self._killed = True
                 self._freeze_and_kill()
+                self.containment.kill()
         # With a timeout Popen.wait never blocks on its internal lock, which the interrupted
         # frame may hold; SIGKILL cannot be ignored, so the wait is short.
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -7,7 +7,6 @@ to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
 
 from __future__ import annotations
 
-import os
 import signal
 import statistics
 import time
@@ -18,13 +17,14 @@ from pathlib import Path
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.probe import ENV_FILE
-from infrarsi.runner import abort, checks
+from infrarsi.runner import abort, checks, sandbox
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
+from infrarsi.runner.environment import trial_environment
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.watchdog import MemoryWatchdog
-from infrarsi.runner.workspace import Workspace
+from infrarsi.runner.workspace import Workspace, WorkspaceError
 
 POLL_S = 0.05
 """How often the run's reports are read and the stop conditions checked."""
@@ -50,6 +50,8 @@ class TrialSpec:
     log_dir: Path | None = None
     budget_bytes: int | None = None
     """Memory budget (default: the contract's)."""
+    sandbox: bool = True
+    """Run inside the bubblewrap sandbox (False: the user's --no-sandbox; see runner/sandbox.py)."""
     on_event: EventSink = ignore
 
     def __post_init__(self) -> None:
@@ -72,7 +74,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     """Run ``spec.candidate`` once and judge it. Ctrl-C or SIGTERM kills the run's whole process
     tree and then raises KeyboardInterrupt."""
     started = time.perf_counter()
-    log_dir = Path(spec.log_dir) if spec.log_dir is not None else default_log_dir(spec.repo)
+    # Absolute: the trial runs in the workspace, where a relative path names another place.
+    log_dir = (Path(spec.log_dir) if spec.log_dir is not None else default_log_dir(spec.repo)).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     # The probe appends: a reused log_dir (doctor's baseline-N, verify's rounds) must not mix in an
     # earlier run's steps.
@@ -114,8 +117,14 @@ class _Trial:
         problem = checks.candidate_problem(self.contract, self.spec.candidate)
         if problem:
             return self.fail(TrialStatus.CONTRACT, problem)
+        problem = sandbox.bwrap_problem() if self.spec.sandbox else None
+        if problem:
+            return self.fail(TrialStatus.CRASH, problem)
         with interrupt_guard(self._interrupted):
-            workspace = Workspace(self.spec.repo)
+            try:
+                workspace = Workspace(self.spec.repo, mounted=tuple(self.contract.sandbox_policy.read_only))
+            except WorkspaceError as err:
+                return self.fail(TrialStatus.CONTRACT, str(err))
             try:
                 if self._prepare(workspace):
                     self._launch_and_watch(workspace)
@@ -156,10 +165,16 @@ class _Trial:
     def _launch_and_watch(self, workspace: Workspace) -> None:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
-        env = {**os.environ, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
+        policy = self.contract.sandbox_policy
+        env = trial_environment(home=workspace.home, declared=policy.env, runner={ENV_FILE: str(self.probe_path)})
         cwd = workspace.root / self.contract.workload.cwd
+        launched = argv
+        if self.spec.sandbox:
+            launched = sandbox.wrap(argv, sandbox.Mounts(
+                workspace=workspace.directory, cwd=cwd, repo=self.spec.repo, writable=[self.probe_path.parent],
+                read_only=[Path(p) for p in policy.read_only], network=policy.network))
         try:
-            self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
+            self.process = TrialProcess(launched, cwd=cwd, env=env, log_path=self.log_path)
         except OSError as err:
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
         on_cpu = self.contract.memory.device == "cpu"

@@ -3,6 +3,12 @@
 The user's working tree is only ever read. Patches and knob values are written into the copy;
 the copy's changes are then measured against a snapshot taken while copying (not against the
 user's tree, which may be edited while the trial runs).
+
+Symbolic links never lead a write back to the user's files: a link to a place inside the repo
+becomes a link to the same place in the copy; a link to a place outside is replaced by a read-only
+copy of its target (a file or a whole folder, up to ``OUTSIDE_COPY_BYTES``), or kept as a link when
+the contract declares the target in ``[sandbox] read_only`` (the sandbox mounts it read-only).
+Anything else refuses the trial with the link named (:class:`WorkspaceError`).
 """
 
 from __future__ import annotations
@@ -10,16 +16,26 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract, KnobValue
+from infrarsi.runner import sandbox
 from infrarsi.runner.result import Hunk
 
 SKIPPED_DIRS = frozenset({".git", STATE_DIR, "__pycache__"})
 # Files up to this size are kept in memory for diffs; larger ones (data, checkpoints) are
 # compared by size and modification time only.
 SNAPSHOT_BYTES = 1 << 20
+OUTSIDE_COPY_BYTES = 1 << 30
+"""The most a link to outside the repo may hold to be copied into each trial's workspace."""
+HOME_DIR = ".trial-home"
+"""The trial's private home, next to the copy in the workspace directory."""
+
+
+class WorkspaceError(ValueError):
+    """The repository cannot be copied safely (a link that would leak out of it)."""
 
 
 def _skipped(directory: Path, name: str) -> bool:
@@ -27,19 +43,51 @@ def _skipped(directory: Path, name: str) -> bool:
     return name in SKIPPED_DIRS or (directory / name / "pyvenv.cfg").exists()
 
 
-class Workspace:
-    """A copy of ``repo`` in a temporary directory; :meth:`remove` deletes it."""
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
-    def __init__(self, repo: Path):
+
+def _tree_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _make_read_only(path: Path) -> None:
+    for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        if not item.is_symlink():
+            mode = item.stat().st_mode
+            item.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+class Workspace:
+    """A copy of ``repo`` in a temporary directory; :meth:`remove` deletes it.
+
+    ``mounted`` are absolute paths outside the repo that links may keep pointing to (the contract's
+    ``[sandbox] read_only``); the links kept are listed in :attr:`outside_targets`.
+    """
+
+    def __init__(self, repo: Path, *, mounted: tuple[str, ...] = ()):
         self.repo = Path(repo).resolve()
-        self._tmp = Path(tempfile.mkdtemp(prefix="infrarsi-trial-"))
+        sandbox.remove_stale_once()
+        self._tmp = Path(tempfile.mkdtemp(prefix=sandbox.WORKSPACE_PREFIX))
         self.root = self._tmp / self.repo.name
-        self._snapshot: dict[str, bytes | tuple[int, int]] = {}
+        self.home = self._tmp / HOME_DIR
+        self._mounted = [Path(m).resolve() for m in mounted]
+        self.outside_targets: list[Path] = []
+        self._snapshot: dict[str, bytes | tuple[int, int] | str] = {}
         try:
+            sandbox.claim_workspace(self._tmp)
+            self.home.mkdir()
             self._copy()
         except BaseException:
             self.remove()
             raise
+
+    @property
+    def directory(self) -> Path:
+        """The workspace's own directory: the copy, the trial's home and its records."""
+        return self._tmp
 
     def _copy(self) -> None:
         for directory, dirs, files in os.walk(self.repo):
@@ -47,11 +95,18 @@ class Workspace:
             dirs[:] = [d for d in dirs if not _skipped(here, d)]
             target = self.root / here.relative_to(self.repo)
             target.mkdir(parents=True, exist_ok=True)
+            for name in [d for d in dirs if (here / d).is_symlink()]:
+                dirs.remove(name)
+                self._copy_link(here / name, target / name)
             for name in files:
                 source, dest = here / name, target / name
                 rel = dest.relative_to(self.root).as_posix()
                 if source.is_symlink():
-                    os.symlink(os.readlink(source), dest)
+                    self._copy_link(source, dest)
+                    if dest.is_symlink() and not dest.is_dir():
+                        self._snapshot[rel] = os.readlink(dest)
+                    elif dest.is_file():
+                        self._snapshot[rel] = _signature(dest)
                     continue
                 if source.stat().st_size <= SNAPSHOT_BYTES:
                     data = source.read_bytes()
@@ -62,6 +117,43 @@ class Workspace:
                     shutil.copy2(source, dest)
                     self._snapshot[rel] = _signature(dest)
 
+    def _copy_link(self, source: Path, dest: Path) -> None:
+        """One symbolic link of the repo, at ``dest`` in the copy, never leading back out."""
+        resolved = source.resolve()
+        rel_link = source.relative_to(self.repo).as_posix()
+        if _within(resolved, self.repo):
+            os.symlink(os.path.relpath(self.root / resolved.relative_to(self.repo), dest.parent), dest)
+            return
+        if not resolved.exists():
+            raise WorkspaceError(f"{rel_link} is a link to {resolved}, which does not exist; "
+                                 "a trial could create it there, outside the repository")
+        if any(_within(resolved, m) for m in self._mounted):
+            os.symlink(resolved, dest)
+            self.outside_targets.append(resolved)
+            return
+        size = _tree_bytes(resolved)
+        if size > OUTSIDE_COPY_BYTES:
+            raise WorkspaceError(
+                f"{rel_link} is a link to {resolved} outside the repository, holding {size / 2**30:.1f} GiB "
+                f"(more than {OUTSIDE_COPY_BYTES / 2**30:.0f} GiB to copy into every trial): declare it in the "
+                "contract's [sandbox] read_only to mount it read-only instead")
+        if resolved.is_dir():
+            shutil.copytree(resolved, dest, symlinks=False)
+            for path in dest.rglob("*"):
+                if path.is_file():
+                    self._snapshot[path.relative_to(self.root).as_posix()] = _signature(path)
+        else:
+            shutil.copy2(resolved, dest)
+        _make_read_only(dest)
+
+    def writable_path(self, rel: str) -> Path | None:
+        """``rel`` in the copy, or None when writing it would leave the copy (through a link)."""
+        path = self.root / rel
+        resolved = path.resolve()
+        if not _within(resolved, self.root.resolve()):
+            return None
+        return path
+
     def changed(self) -> list[str]:
         """Repo-relative paths created, modified or deleted in the copy since it was made."""
         now = set(self._files())
@@ -71,6 +163,9 @@ class Workspace:
             path = self.root / rel
             if before is None:
                 out.append(rel)
+            elif isinstance(before, str) or path.is_symlink():
+                if not path.is_symlink() or os.readlink(path) != before:
+                    out.append(rel)
             elif isinstance(before, bytes):
                 if path.stat().st_size != len(before) or path.read_bytes() != before:
                     out.append(rel)
@@ -84,7 +179,10 @@ class Workspace:
         for rel in self.changed():
             before = self._snapshot.get(rel, b"")
             path = self.root / rel
-            after = path.read_bytes() if path.exists() else b""
+            if isinstance(before, str) or path.is_symlink():
+                out.append(Hunk(path=rel, header="@@ link changed @@", text=""))
+                continue
+            after = path.read_bytes() if path.is_file() else b""
             if isinstance(before, tuple) or len(after) > SNAPSHOT_BYTES:
                 out.append(Hunk(path=rel, header="@@ large file changed @@", text=""))
             else:
@@ -97,6 +195,9 @@ class Workspace:
             from infrarsi.patches import apply_patches
         except ImportError as err:
             return f"patches {list(names)} requested but the patch library cannot be loaded: {err}", False
+        leaving = [rel for rel in contract.scope.editable if self.writable_path(rel) is None]
+        if leaving:
+            return f"editable {leaving[0]} is a link to outside the repository: patches are not written through it", True
         try:
             # LLM diffs live in the user's state directory, which the copy leaves out.
             outcomes = apply_patches(self.root, list(names), contract, contract.memory.device,
@@ -119,7 +220,9 @@ class Workspace:
         except ImportError as err:
             return f"knobs {sorted(k for v in by_file.values() for k in v)} need a source rewrite: {err}"
         for rel, values in by_file.items():
-            path = self.root / rel
+            path = self.writable_path(rel)
+            if path is None:
+                return f"knobs {sorted(values)} are defined in {rel}, a link to outside the repository: not written"
             if not path.is_file():
                 return f"knobs {sorted(values)} are defined in {rel}, which is not in the repository"
             try:
@@ -129,6 +232,12 @@ class Workspace:
         return None
 
     def remove(self) -> None:
+        # Read-only copies of outside targets: writable again, so rmtree can delete them.
+        for directory, dirs, _ in os.walk(self._tmp):
+            for name in dirs:
+                path = Path(directory) / name
+                if not path.is_symlink():
+                    path.chmod(path.stat().st_mode | stat.S_IWUSR)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _files(self):

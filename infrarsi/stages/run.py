@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from infrarsi import patches as patch_library
@@ -24,11 +25,13 @@ from infrarsi.llm import load_llm_config
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import load_doctor
-from infrarsi.study import KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s
+from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s,
+                            hide_password)
 from infrarsi.verification import Rounds, Verdict, ahead_of_baseline, best_promoted, interleave, job_seconds
 
 RUN_FILE = "run.json"
@@ -79,7 +82,10 @@ class RunResult:
     run_id: str = ""
     sampler: str = ""
     storage_url: str = ""
+    """The study's storage, its password hidden (``--storage`` gives it again to reopen it)."""
     study_name: str = ""
+    sandbox: str = ""
+    """How trials ran: ``bubblewrap`` or ``off (--no-sandbox)`` (see runner/sandbox.py)."""
     started: str = ""
     baseline: dict[str, Any] | None = None
     trials: list[TrialRow] = field(default_factory=list)
@@ -135,8 +141,9 @@ class _Session:
     """One invocation of run: the store, the budget, and how a trial is executed and recorded."""
 
     def __init__(self, repo: Path, contract: Contract, store: TrialStore, deadline: float | None,
-                 max_trials: int | None, on_event: EventSink):
+                 max_trials: int | None, on_event: EventSink, sandbox: bool = True):
         self.repo = repo
+        self.sandbox = sandbox
         self.contract = contract
         self.store = store
         self.deadline = deadline
@@ -190,6 +197,7 @@ class _Session:
             abort_step_time=abort_step_time,
             timeout_s=self.timeout_s,
             numerics_by_design=_numerics_by_design(candidate),
+            sandbox=self.sandbox,
         )
         began = time.monotonic()
         try:
@@ -261,6 +269,20 @@ def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: st
     return names, skipped
 
 
+def _without(text: str, *secrets_in: str) -> str:
+    """``text`` with any password of the given URLs replaced (drivers may echo the URL)."""
+    from sqlalchemy.engine import make_url
+
+    for url in secrets_in:
+        try:
+            password = make_url(url).password
+        except Exception:  # not a database URL: nothing to hide
+            continue
+        if password:
+            text = text.replace(str(password), "***")
+    return text
+
+
 def new_run_id() -> str:
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
@@ -278,6 +300,7 @@ def run(
     on_event: EventSink = ignore,
     goal: str = "faster",
     verify: bool = True,
+    sandbox: bool = True,
 ) -> RunResult:
     """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted.
 
@@ -289,6 +312,9 @@ def run(
     if trials is None and minutes is None:
         trials = 20
     contract = require_intact(repo)
+    problem = bwrap_problem() if sandbox else None
+    if problem:
+        return RunResult(status="error", message=problem, sandbox=mode_words(sandbox))
     doctor = load_doctor(repo)
     if doctor is None:
         return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
@@ -297,14 +323,21 @@ def run(
     storage_url = storage or default_storage_url(repo)
     context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed,
                            bank_url=bank_url, use_bank=use_bank)
-    store = TrialStore.open(contract, patch_names, storage_url=storage_url, sampler=context.optuna_sampler,
-                            oom_as_constraint=context.oom_as_constraint)
+    shown_url = hide_password(storage_url)
+    try:
+        store = TrialStore.open(contract, patch_names, storage_url=storage_url, sampler=context.optuna_sampler,
+                                oom_as_constraint=context.oom_as_constraint)
+    except sqlalchemy.exc.SQLAlchemyError as err:
+        why = str(err.orig if getattr(err, "orig", None) else err).strip().splitlines()[0]
+        return RunResult(status="error", message=f"the study storage {shown_url} cannot be opened: "
+                                                 f"{_without(why, storage_url, shown_url)}", sandbox=mode_words(sandbox))
     store.fail_stale()
-    result = RunResult(status="ok", message="", run_id=new_run_id(), sampler=sampler, storage_url=storage_url,
+    result = RunResult(status="ok", message="", run_id=new_run_id(), sampler=sampler, storage_url=shown_url,
                        study_name=store.study.study_name, started=dt.datetime.now().isoformat(timespec="seconds"),
-                       noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source)
+                       noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source,
+                       sandbox=mode_words(sandbox))
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
-    session = _Session(repo, contract, store, deadline, trials, on_event)
+    session = _Session(repo, contract, store, deadline, trials, on_event, sandbox)
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
     try:

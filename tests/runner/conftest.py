@@ -4,6 +4,7 @@ a locked helper module, and a contract built directly (init is not needed to run
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -83,6 +84,21 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def trial_processes(log: str) -> list[psutil.Process]:
+    """The live processes of the trial whose output is ``log`` (its scripts print the token each of
+    its processes inherits: pids printed inside the sandbox belong to its pid namespace)."""
+    tokens = set(re.findall(r"token (\w+)", log))
+    assert tokens and "None" not in tokens, f"no trial token in the log: {log!r}"
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("INFRARSI_TRIAL_TOKEN") in tokens and alive(proc.pid):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 
-from .conftest import alive, tree_digest
+from .conftest import trial_processes, tree_digest
 
 pytestmark = pytest.mark.e2e
 MB = 2**20
@@ -27,9 +27,9 @@ def run_group(repo, contract, knobs, **spec_args):
 
 
 def assert_no_worker_survived(result):
-    workers = [int(pid) for pid in re.findall(r"rank \d pid (\d+)", open(result.log_path).read())]
-    assert len(workers) == 2
-    assert not [pid for pid in workers if alive(pid)], "a torchrun worker survived"
+    log = open(result.log_path).read()
+    assert len(re.findall(r"rank \d pid \d+ token \w+", log)) == 2
+    assert not trial_processes(log), "a torchrun worker survived"
 
 
 def test_group_is_measured_at_its_slowest_rank_and_killed_whole(make_repo):

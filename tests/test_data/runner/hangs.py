@@ -2,6 +2,7 @@
 workers are), so only a walk of the whole tree can find it."""
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ parser.add_argument("--block_size", type=int, default=8)
 args = parser.parse_args()
 
 helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-print(f"helper pid {helper.pid}", flush=True)
+# Pids inside the sandbox are its pid namespace's: the test finds the trial's processes by the
+# token every one of them inherits.
+print(f"helper pid {helper.pid} token {os.environ.get('INFRARSI_TRIAL_TOKEN')}", flush=True)
 probe.step(loss=4.0, tokens=args.batch_size * args.block_size)
 time.sleep(600)

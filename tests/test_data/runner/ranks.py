@@ -19,7 +19,7 @@ parser.add_argument("--alloc_mb", type=int, default=0)
 args = parser.parse_args()
 
 rank = int(os.environ.get("RANK", "0"))
-print(f"rank {rank} pid {os.getpid()}", flush=True)
+print(f"rank {rank} pid {os.getpid()} token {os.environ.get('INFRARSI_TRIAL_TOKEN')}", flush=True)
 # Written, not just reserved: untouched pages would not count as resident.
 held = os.urandom(1) * (args.alloc_mb * (rank + 1) * 2**20)
 for it in range(args.max_iters):
