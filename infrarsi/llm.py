@@ -3,7 +3,10 @@
 Settings come from, first match wins per field: the environment (``ANTHROPIC_API_KEY``,
 ``INFRARSI_ANTHROPIC_MODEL``, ``ANTHROPIC_BASE_URL``, ``INFRARSI_LLM_TIMEOUT_S``,
 ``INFRARSI_LLM_MAX_RETRIES``), the repo's ``.infrarsi/config.toml``, the user's
-``~/.infrarsi/config.toml``, then defaults. The config files use one table::
+``~/.infrarsi/config.toml``, then defaults. Where the key goes (``base_url``) and the key itself
+(``api_key``) come only from the environment or the user's file: a repository is someone else's
+code, and its config must not send the user's key to a server it names (a warning says it was
+ignored). The config files use one table::
 
     [anthropic]
     model = "claude-sonnet-4-5"
@@ -36,6 +39,9 @@ DEFAULT_MAX_TOKENS = 4096
 
 if TYPE_CHECKING:  # importing the client costs seconds; only a real call needs it
     import anthropic
+
+USER_ONLY = ("api_key", "base_url")
+"""Settings a repository's config may not make."""
 
 _ENV = {
     "api_key": "ANTHROPIC_API_KEY",
@@ -111,8 +117,16 @@ def load_llm_config(repo: Path | None = None, *, env: Mapping[str, str] | None =
     layers: list[tuple[str, Mapping[str, Any]]] = [
         ("environment", {f: env[v] for f, v in _ENV.items() if env.get(v)}),
     ]
-    files = ([Path(repo) / STATE_DIR / CONFIG_FILE] if repo is not None else []) + [home / STATE_DIR / CONFIG_FILE]
-    layers += [(str(p), _read_file(p, warnings)) for p in files]
+    if repo is not None:
+        path = Path(repo) / STATE_DIR / CONFIG_FILE
+        table = _read_file(path, warnings)
+        for name in USER_ONLY:
+            if name in table:
+                warnings.append(f"{path}: {name} is ignored in a repository's config (it would decide where your "
+                                f"API key is sent); set it in the environment or {home / STATE_DIR / CONFIG_FILE}")
+        layers.append((str(path), {k: v for k, v in table.items() if k not in USER_ONLY}))
+    user = home / STATE_DIR / CONFIG_FILE
+    layers.append((str(user), _read_file(user, warnings)))
     values: dict[str, Any] = {}
     for where, layer in layers:
         for name in _ENV:

@@ -7,6 +7,7 @@ working tree and checked-out branch are never touched; the result is a branch to
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -90,13 +91,58 @@ def branch_exists(place: GitPlace, branch: str) -> bool:
     return branch in [h.name for h in place.repo.heads]
 
 
+COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg")
+
+
+class HookRefused(Exception):
+    """The repository's own commit hooks refused the commit; ``hooks`` names those present."""
+
+    def __init__(self, hooks: list[str], output: str):
+        self.hooks = hooks
+        self.output = output
+        super().__init__(f"the repository's {' / '.join(hooks)} hook refused the commit: {output}")
+
+
+def commit_hooks(repo: git.Repo) -> list[str]:
+    """The commit hooks git will run for ``repo`` (its hooks folder or ``core.hooksPath``)."""
+    folder = Path(repo.git.rev_parse("--git-path", "hooks"))
+    if not folder.is_absolute():
+        folder = Path(repo.working_tree_dir) / folder
+    return [name for name in COMMIT_HOOKS if (folder / name).is_file() and os.access(folder / name, os.X_OK)]
+
+
+def valid_branch(place: GitPlace, branch: str) -> bool:
+    """Whether git accepts ``branch`` as a branch name."""
+    try:
+        place.repo.git.check_ref_format("--branch", branch)
+    except git.GitCommandError:
+        return False
+    return True
+
+
 def commit_on_branch(checkout: Path, place: GitPlace, rel_paths: list[str], message: str, branch: str) -> str:
     """Commit exactly these paths in the worktree holding ``checkout``, then point a new ``branch`` at it.
 
-    The branch appears only once the commit exists, so a failed apply leaves no branch behind."""
+    The commit is made by ``git commit`` itself, so the repository's pre-commit and commit-msg hooks
+    run as they would for its owner (GitPython's own commit looks for hooks in the worktree's private
+    folder and finds none); a hook that says no raises :class:`HookRefused`. The branch appears only
+    once the commit exists, so a failed apply leaves no branch behind."""
     wt = git.Repo(checkout, search_parent_directories=True)
     wt.index.add([place.git_path(p) for p in rel_paths])
     who = author(place.repo)
-    sha = wt.index.commit(message, author=who, committer=who).hexsha
+    env = {"GIT_AUTHOR_NAME": who.name, "GIT_AUTHOR_EMAIL": who.email,
+           "GIT_COMMITTER_NAME": who.name, "GIT_COMMITTER_EMAIL": who.email}
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
+        file.write(message)
+    try:
+        wt.git.commit("--quiet", "--cleanup=verbatim", "--file", file.name, env=env)
+    except git.GitCommandError as err:
+        hooks = commit_hooks(wt)
+        if hooks:
+            raise HookRefused(hooks, (str(err.stderr or "") + str(err.stdout or "")).strip()) from None
+        raise
+    finally:
+        os.unlink(file.name)
+    sha = wt.head.commit.hexsha
     place.repo.create_head(branch, sha)
     return sha

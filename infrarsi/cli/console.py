@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -10,6 +11,12 @@ from rich.console import Console
 
 console = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
+
+
+def add_sandbox_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                        help="run trials outside the bubblewrap sandbox (where bwrap cannot run): they then see "
+                        "your files, home and network; recorded in the run and the report")
 
 
 def err(message: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.stages.doctor import DoctorError, DoctorReport, doctor, doctor_path
 
@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", default=".", type=Path, help="the repository (default: .)")
     p.add_argument("--repeats", type=_repeats, default=3, metavar="N", help="baseline runs (at least 2; default 3)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the summary")
+    add_sandbox_flag(p)
     p.set_defaults(func=run)
 
 
@@ -39,7 +40,7 @@ def _repeats(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         with ProgressSink() as progress:
-            report = doctor(args.path, repeats=args.repeats, on_event=progress)
+            report = doctor(args.path, repeats=args.repeats, on_event=progress, sandbox=args.sandbox)
     except (ContractError, DoctorError) as error:
         err(str(error))
         return 1

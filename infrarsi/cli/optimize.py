@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.panel import Panel
 
 from infrarsi.cli import report as report_cli
-from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.stages.optimize import optimize
 
 
@@ -28,13 +28,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=3, help="doctor's baseline runs (default 3)")
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: sqlite under .infrarsi/)")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_sandbox_flag(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     with ProgressSink() as progress:
         result = optimize(args.path, args.goal, trials=args.trials, minutes=args.minutes, do_apply=args.apply,
-                          doctor_repeats=args.repeats, storage=args.storage, on_event=progress)
+                          doctor_repeats=args.repeats, storage=args.storage, on_event=progress,
+                          sandbox=args.sandbox)
     if args.json:
         emit_json({
             "status": result.status, "message": result.message, "stages": result.stages,

@@ -31,12 +31,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", default=".", type=Path, help="the repository (default: .)")
     p.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
                    help="text: tables here; md, html: write .infrarsi/report.* with plots; json: the report as JSON")
+    p.add_argument("--storage", metavar="URL", help="the run's study storage with its password "
+                   "(run.json keeps it hidden); default: the one run.json names")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     formats = (args.format,) if args.format in ("md", "html") else ()
-    result = report(args.path, formats=formats)
+    result = report(args.path, formats=formats, storage=args.storage)
     if result.status != "ok":
         err(result.message)
         return EXIT.get(result.status, 1)
@@ -90,7 +92,7 @@ def _print_blocks(blocks) -> None:
 
 
 def render(r: Report) -> None:
-    console.print(f"[bold]report[/] {r.repo}  [dim]run {r.run_id} ({r.sampler}), {r.hardware}[/]")
+    console.print(f"[bold]report[/] {r.repo}  [dim]run {r.run_id} ({r.sampler}), {r.hardware}; sandbox: {r.sandbox}[/]")
     console.print(f"{r.run_status}: {r.run_message}", markup=False)
     for note in r.notes:
         console.print(f"[yellow]caveat:[/] {note}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.search.strategy import SAMPLERS
 from infrarsi.stages.run import RunResult, run
@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampler seed")
     p.add_argument("--no-bank", action="store_true", help="do not read or write the experience bank")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    add_sandbox_flag(p)
     p.set_defaults(func=main)
 
 
@@ -37,7 +38,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         with ProgressSink() as progress:
             result = run(args.path, trials=args.trials, minutes=args.minutes, sampler=args.sampler,
-                         storage=args.storage, seed=args.seed, use_bank=not args.no_bank, on_event=progress)
+                         storage=args.storage, seed=args.seed, use_bank=not args.no_bank, on_event=progress,
+                         sandbox=args.sandbox)
     except ContractError as error:
         err(str(error))
         return 2

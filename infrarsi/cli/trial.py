@@ -11,10 +11,11 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from infrarsi.cli.console import console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, console, emit_json, err
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.events import Event
 from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.runner.trial import TrialSpec, run_trial
 
 GIB = 2**30
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, help="steps to run (default: warm-up + measured)")
     p.add_argument("--timeout", type=float, help="seconds before the run is stopped")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_sandbox_flag(p)
     p.set_defaults(func=run)
 
 
@@ -70,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:  # ContractError, UsageError, TrialSpec's own checks
         err(str(error))
         return 2
+    problem = bwrap_problem() if spec.sandbox else None
+    if problem:
+        err(problem)
+        return 2
     if args.json:
         result = run_trial(spec)
         emit_json(result.to_dict())
@@ -80,11 +86,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _spec(args: argparse.Namespace) -> TrialSpec:
-    contract = require_intact(args.path)
+    repo = args.path.resolve()  # `infrarsi trial .`: the trial runs elsewhere
+    contract = require_intact(repo)
     candidate = Candidate(knobs=dict(parse_value(contract, a) for a in args.knobs), patches=tuple(args.patches))
     budget = int(args.budget_gib * GIB) if args.budget_gib is not None else None
-    return TrialSpec(repo=args.path, contract=contract, candidate=candidate, steps=args.steps,
-                     timeout_s=args.timeout, budget_bytes=budget)
+    return TrialSpec(repo=repo, contract=contract, candidate=candidate, steps=args.steps,
+                     timeout_s=args.timeout, budget_bytes=budget, sandbox=args.sandbox)
 
 
 def _run_with_progress(spec: TrialSpec) -> TrialResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.stages.verify import verify
 from infrarsi.verification import Rounds
@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"at most this many interleaved rounds (default {Rounds().most}); it stops earlier, "
                    f"from round {Rounds().least} on, once the interval decides")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_sandbox_flag(p)
     p.set_defaults(func=main)
 
 
@@ -35,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with ProgressSink() as progress:
             result = verify(args.path, args.rev, rounds=Rounds(least=min(Rounds().least, args.rounds), most=args.rounds),
-                            on_event=progress)
+                            on_event=progress, sandbox=args.sandbox)
     except ContractError as error:
         err(str(error))
         return 2

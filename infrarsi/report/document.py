@@ -86,6 +86,7 @@ def blocks(report: Report, plots: dict[str, Path]) -> list[Block]:
             f"hardware: {report.hardware}; memory budget {tables.units.memory(report.budget_bytes)} ({report.device})",
             f"{report.tokens_per_step:,} tokens per step; the job runs {report.planned_steps:,} steps",
             f"priors from {report.priors_source or 'unknown'}",
+            f"trials sandboxed: {report.sandbox}",
         ]),
     ]
     if report.notes:

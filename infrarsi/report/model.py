@@ -135,6 +135,8 @@ class Report:
     run_status: str
     run_message: str
     sampler: str
+    sandbox: str
+    """How the trials ran: bubblewrap, or off (--no-sandbox)."""
     started: str
     priors_source: str
     hardware: str
@@ -320,6 +322,7 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         peak = f"{eff.peak.value / 1e9:,.1f} GFLOP/s{devices} {eff.peak.dtype} ({eff.peak.source})"
     return Report(
         repo=str(repo), run_id=run.run_id, run_status=run.status, run_message=run.message, sampler=run.sampler,
+        sandbox=run.sandbox or "not recorded",
         started=run.started, priors_source=run.priors_source, hardware=doctor.hardware.describe(),
         device=contract.memory.device, budget_bytes=contract.memory.budget_bytes,
         tokens_per_step=contract.workload.tokens_per_step, planned_steps=contract.workload.planned_steps,

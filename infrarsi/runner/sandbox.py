@@ -45,6 +45,8 @@ HIDDEN_DIRS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private")
 OWNER_FILE = ".infrarsi-owner"
 """In each workspace: ``<pid> <process start time>`` of the InfraRSI that made it."""
 WORKSPACE_PREFIX = "infrarsi-trial-"
+RECORDS_DIR = ".records"
+"""In the workspace directory: where the sandbox mounts the trial's records folder."""
 CGROUP_PREFIX = "infrarsi-"
 
 
@@ -87,11 +89,22 @@ class Mounts:
     cwd: Path
     repo: Path
     """The user's repository: never mounted."""
-    writable: list[Path] = field(default_factory=list)
-    """More writable directories (where the trial's records go)."""
+    records: Path | None = None
+    """Where the trial's records (probe files) go, outside the workspace: mounted writable at
+    :attr:`records_inside`, so the trial never learns a path of the user's."""
     read_only: list[Path] = field(default_factory=list)
     """More read-only paths (the contract's ``[sandbox] read_only``: data outside the repo)."""
     network: bool = False
+
+    @property
+    def records_inside(self) -> Path:
+        return self.workspace / RECORDS_DIR
+
+    def inside(self, path: Path) -> Path:
+        """Where the trial sees ``path``, a file under :attr:`records`."""
+        if self.records is None:
+            return path
+        return self.records_inside / Path(path).relative_to(self.records)
 
 
 def _within(path: Path, other: Path) -> bool:
@@ -156,8 +169,10 @@ def wrap(argv: list[str], mounts: Mounts) -> list[str]:
         out += ["--dev-bind", str(dev), str(dev)]
     for path in _read_only_paths(mounts):
         out += ["--ro-bind", str(path), str(path)]
-    for path in [mounts.workspace, *mounts.writable]:
-        out += ["--bind", str(path), str(path)]
+    out += ["--bind", str(mounts.workspace), str(mounts.workspace)]
+    if mounts.records is not None:
+        mounts.records_inside.mkdir(exist_ok=True)
+        out += ["--bind", str(mounts.records), str(mounts.records_inside)]
     out += ["--remount-ro", "/", "--chdir", str(mounts.cwd), "--", *argv]
     return out
 

@@ -166,13 +166,14 @@ class _Trial:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
         policy = self.contract.sandbox_policy
-        env = trial_environment(home=workspace.home, declared=policy.env, runner={ENV_FILE: str(self.probe_path)})
         cwd = workspace.root / self.contract.workload.cwd
-        launched = argv
+        launched, probe = argv, self.probe_path
         if self.spec.sandbox:
-            launched = sandbox.wrap(argv, sandbox.Mounts(
-                workspace=workspace.directory, cwd=cwd, repo=self.spec.repo, writable=[self.probe_path.parent],
-                read_only=[Path(p) for p in policy.read_only], network=policy.network))
+            mounts = sandbox.Mounts(workspace=workspace.directory, cwd=cwd, repo=self.spec.repo,
+                                    records=self.probe_path.parent, read_only=[Path(p) for p in policy.read_only],
+                                    network=policy.network)
+            launched, probe = sandbox.wrap(argv, mounts), mounts.inside(self.probe_path)
+        env = trial_environment(home=workspace.home, declared=policy.env, runner={ENV_FILE: str(probe)})
         try:
             self.process = TrialProcess(launched, cwd=cwd, env=env, log_path=self.log_path)
         except OSError as err:

@@ -7,6 +7,7 @@ the whole apply. The user's working tree and checked-out branch stay exactly as 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.runner.result import Candidate
 from infrarsi.stages.run import RunResult, load_run
 from infrarsi.verification import Verdict
+
+RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
+"""What stages/run.py's new_run_id writes."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -125,6 +129,12 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
             "uncommitted changes in the editable scope: " + ", ".join(dirty) + ". Commit or stash them first."))
     base = contract.base_commit or vcs.head_commit(repo)
     branch = f"infrarsi/{run.run_id}"
+    # run.json is a file in the repo anyone may edit: its run_id names the branch, so it is checked
+    # before anything is built.
+    if not RUN_ID.fullmatch(run.run_id) or not vcs.valid_branch(place, branch):
+        return ApplyResult(status="refused", message=(
+            f"run.json's run_id {run.run_id!r} is not one InfraRSI writes (YYYYMMDD-HHMMSS-xxxx); "
+            f"run `infrarsi run {repo}` again"))
     if not dry_run and vcs.branch_exists(place, branch):
         return ApplyResult(status="refused", message=f"branch {branch} already exists; it holds this run's commit")
     try:
@@ -148,8 +158,7 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
             sha = vcs.commit_on_branch(checkout, place, changed, message, branch)
     except git.GitCommandError as err:
         return ApplyResult(status="error", message=f"git failed: {err.stderr.strip() or err}")
-    except git.HookExecutionError as err:  # the user's pre-commit or commit-msg hook said no
-        return ApplyResult(status="error", message=(
-            f"the repository's {Path(str(err.command[0])).name} hook refused the commit: {err.stderr.strip() or err}"))
+    except vcs.HookRefused as err:  # the user's pre-commit or commit-msg hook said no
+        return ApplyResult(status="error", message=str(err))
     return ApplyResult(status="committed", message=f"committed {sha[:10]} on branch {branch}", branch=branch,
                        commit=sha, base=base, diff=diff, paths=changed, flags=flags, commit_message=message)

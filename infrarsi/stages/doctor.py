@@ -31,6 +31,7 @@ from infrarsi.flops import flops_per_token_from_facts, mfu
 from infrarsi.hardware import HardwareFingerprint, PeakFlops, fingerprint, normalize_dtype, peak_flops
 from infrarsi.probe import PHASES
 from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 
 DOCTOR_FILE = "doctor.json"
@@ -137,6 +138,8 @@ class DoctorReport:
     """Where the time goes, in sentences, largest first."""
     warnings: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    sandbox: str = ""
+    """How the baseline ran: bubblewrap, or off (--no-sandbox)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -172,6 +175,7 @@ class DoctorReport:
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),
             wall_s=float(data.get("wall_s", 0.0)),
+            sandbox=str(data.get("sandbox", "")),
             schema_version=data["schema_version"],
         )
 
@@ -204,7 +208,7 @@ def save_doctor(report: DoctorReport, repo: Path) -> Path:
 # --- the stage -----------------------------------------------------------------------------------
 
 
-def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> DoctorReport:
+def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbox: bool = True) -> DoctorReport:
     """Measure the baseline ``repeats`` times, write the reference losses into the contract and
     ``.infrarsi/doctor.json``, and return the report. Raises DoctorError when the baseline fails."""
     if repeats < 2:
@@ -212,6 +216,9 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> Doc
     started = time.perf_counter()
     repo = Path(repo).resolve()  # trials run elsewhere: their log and probe paths must be absolute
     contract = require_intact(repo)
+    problem = bwrap_problem() if sandbox else None
+    if problem:
+        raise DoctorError(problem)
     total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
     on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
     log_root = repo / STATE_DIR / "doctor"
@@ -220,7 +227,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> Doc
     for i in range(repeats):
         on_event(Event("doctor", "report", f"baseline run {i + 1} of {repeats}", i, total))
         result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(), check_loss=False,
-                                     log_dir=log_root / f"baseline-{i + 1}", on_event=on_event))
+                                     log_dir=log_root / f"baseline-{i + 1}", on_event=on_event, sandbox=sandbox))
         if not result.ok or len(result.step_times) < 2:
             raise DoctorError(
                 f"baseline run {i + 1} ended {result.status.value}"
@@ -239,7 +246,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> Doc
         reorder_result = run_trial(TrialSpec(
             repo=repo, contract=contract, candidate=Candidate(knobs=reorder_knobs), check_loss=False,
             steps=min(contract.loss.compare_steps, contract.workload.total_steps),
-            log_dir=log_root / "reassociation", on_event=on_event,
+            log_dir=log_root / "reassociation", on_event=on_event, sandbox=sandbox,
         ))
 
     on_event(Event("doctor", "report", "measuring the machine's peak FLOP/s", total - 1, total))
@@ -257,6 +264,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> Doc
     save_contract(updated, repo)
     report.contract_hash = updated.digest()
     report.wall_s = time.perf_counter() - started
+    report.sandbox = mode_words(sandbox)
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
     return report

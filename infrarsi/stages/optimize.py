@@ -63,10 +63,14 @@ def optimize(
     doctor_repeats: int = 3,
     storage: str | None = None,
     on_event: EventSink = ignore,
+    sandbox: bool = True,
 ) -> OptimizeResult:
     repo = Path(repo).resolve()
+    llm = load_llm_config(repo)
+    for warning in llm.warnings:
+        on_event(Event(stage="optimize", kind="log", message=f"warning: {warning}"))
     try:
-        goal = parse_goal(goal_text, load_llm_config(repo))
+        goal = parse_goal(goal_text, llm)
     except GoalError as err:
         return OptimizeResult(status="error", message=str(err))
     result = OptimizeResult(status="ok", message="", goal=goal)
@@ -86,14 +90,15 @@ def optimize(
                 result.status, result.message = "error", done.message
                 return result
         if not _doctor_is_current(repo):
-            doctor(repo, repeats=doctor_repeats, on_event=on_event)
+            doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox)
             result.stages.append("doctor")
-        result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, on_event=on_event)
+        result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, on_event=on_event,
+                         sandbox=sandbox)
         result.stages.append("run")
         if result.run.status in ("error", "interrupted"):
             result.status, result.message = result.run.status, result.run.message
             return result
-        result.report = report(repo)
+        result.report = report(repo, storage=storage)
         result.stages.append("report")
         if do_apply and result.run.promoted is not None:
             result.apply = apply(repo)

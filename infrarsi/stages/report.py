@@ -20,7 +20,7 @@ from infrarsi.report.model import Report, build_report
 from infrarsi.report.plots import draw_all
 from infrarsi.stages.doctor import DoctorError, load_doctor
 from infrarsi.stages.run import RunResult, load_run
-from infrarsi.study import StoredTrial, TrialStore, open_storage
+from infrarsi.study import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
 
 FORMATS = ("md", "html")
 PLOT_DIR = "report"
@@ -36,18 +36,23 @@ class ReportResult:
     report: Report | None = None
 
 
-def _stored_trials(run: RunResult, contract: Contract) -> list[StoredTrial] | None:
-    """The run's study, read only; None when it is gone (the report then says what it cannot show)."""
-    if run.storage_url.startswith("sqlite:///") and not Path(run.storage_url.removeprefix("sqlite:///")).exists():
+def _stored_trials(run: RunResult, contract: Contract, storage: str | None) -> list[StoredTrial] | None:
+    """The run's study, read only; None when it is gone (the report then says what it cannot show).
+
+    run.json keeps the storage URL without its password: ``storage`` (the full URL) reopens it."""
+    url = storage if storage and hide_password(storage) == run.storage_url else run.storage_url
+    if password_hidden(url):
+        return None
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None  # opening a missing SQLite file would create an empty one
     try:
-        study = optuna.load_study(study_name=run.study_name, storage=open_storage(run.storage_url))
+        study = optuna.load_study(study_name=run.study_name, storage=open_storage(url))
     except (KeyError, OSError, sqlalchemy.exc.SQLAlchemyError):
         return None
     return TrialStore(study, contract, []).trials()
 
 
-def report(repo: Path, *, formats: tuple[str, ...] = FORMATS) -> ReportResult:
+def report(repo: Path, *, formats: tuple[str, ...] = FORMATS, storage: str | None = None) -> ReportResult:
     """Gather the report and write it in ``formats`` (any of md, html; none: only return it)."""
     repo = Path(repo)
     unknown = [f for f in formats if f not in FORMATS]
@@ -68,7 +73,7 @@ def report(repo: Path, *, formats: tuple[str, ...] = FORMATS) -> ReportResult:
     if run is None:
         return ReportResult(status="error", message=f"no run yet in {repo / STATE_DIR}: nothing to report; "
                                                     f"run `infrarsi run {repo}` first")
-    gathered = build_report(str(repo), contract, doctor, run, _stored_trials(run, contract))
+    gathered = build_report(str(repo), contract, doctor, run, _stored_trials(run, contract, storage))
     paths: list[Path] = []
     if formats:
         state = repo / STATE_DIR

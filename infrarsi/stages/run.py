@@ -315,6 +315,8 @@ def run(
     problem = bwrap_problem() if sandbox else None
     if problem:
         return RunResult(status="error", message=problem, sandbox=mode_words(sandbox))
+    for warning in load_llm_config(repo).warnings:
+        on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     doctor = load_doctor(repo)
     if doctor is None:
         return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")

@@ -18,6 +18,7 @@ from infrarsi.contract import STATE_DIR, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
 from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.verification import Rounds, job_seconds
 
@@ -40,6 +41,8 @@ class VerifyResult:
     rev_job_s: list[float] = field(default_factory=list)
     rounds: int = 0
     statuses: list[str] = field(default_factory=list)
+    sandbox: str = ""
+    """How the reruns ran: bubblewrap, or off (--no-sandbox)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,10 +53,14 @@ def recorded_speedup(message: str) -> tuple[float, float, float] | None:
     return (float(match["point"]), float(match["low"]), float(match["high"])) if match else None
 
 
-def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSink = ignore) -> VerifyResult:
+def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSink = ignore,
+           sandbox: bool = True) -> VerifyResult:
     """Base and REV interleaved until the interval decides (see :class:`Rounds`) or a rerun fails."""
     repo = Path(repo).resolve()
     contract = require_intact(repo)
+    problem = bwrap_problem() if sandbox else None
+    if problem:
+        return VerifyResult(status="error", message=problem, sandbox=mode_words(sandbox))
     place = vcs.locate(repo)
     if place is None:
         return VerifyResult(status="error", message=f"{repo} is not in a git repository")
@@ -65,7 +72,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     if not base:
         return VerifyResult(status="error", message=f"{rev} has no parent and the contract records no base commit")
     result = VerifyResult(status="failed", message="", base=base, rev=commit.hexsha,
-                          recorded=recorded_speedup(commit.message))
+                          recorded=recorded_speedup(commit.message), sandbox=mode_words(sandbox))
     planned = contract.workload.planned_steps
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
@@ -76,7 +83,8 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
         def run_round(r: int) -> None:
             for arm, tree in (("base", base_tree), ("rev", rev_tree)):
                 # An empty candidate runs each tree with its own defaults: what the commit changed.
-                spec = TrialSpec(repo=tree, contract=contract, candidate=Candidate(), log_dir=log_root / f"{arm}-{r}")
+                spec = TrialSpec(repo=tree, contract=contract, candidate=Candidate(), log_dir=log_root / f"{arm}-{r}",
+                                 sandbox=sandbox)
                 out = run_trial(spec)
                 runs[arm].append(out)
                 on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}: {out.status.value}",

@@ -44,3 +44,29 @@ def test_the_client_gets_every_setting_explicitly():
         ("k", "http://127.0.0.1:9", 3, 4)
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
         make_client(LLMConfig())
+
+
+def test_a_repository_config_cannot_choose_where_the_key_goes(tmp_path, make_context, monkeypatch):
+    """A repo's .infrarsi/config.toml naming base_url (and a key) is ignored with a warning: the user's
+    key never reaches the server the repo named, not even once."""
+    from infrarsi.priors import default_provider
+    from tests.support.messages_server import MessagesServer
+
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)  # the client's own fallback
+    with MessagesServer() as server:
+        repo = tmp_path / "repo"
+        write(repo / ".infrarsi/config.toml", f'[anthropic]\nbase_url = "{server.url}"\napi_key = "sk-repo"\n')
+        env = {"ANTHROPIC_API_KEY": "sk-user", "INFRARSI_LLM_MAX_RETRIES": "0", "INFRARSI_LLM_TIMEOUT_S": "2"}
+        config = load_llm_config(repo, env=env, home=tmp_path / "home")
+        assert config.base_url is None and config.api_key == "sk-user"
+        ignored = [w for w in config.warnings if "ignored in a repository's config" in w]
+        assert len(ignored) == 2 and any("base_url" in w for w in ignored) and any("api_key" in w for w in ignored)
+        default_provider(config).priors(make_context("cpu"))
+        assert server.requests == []
+
+
+def test_the_user_config_may_name_base_url_and_key(tmp_path):
+    home = tmp_path / "home"
+    write(home / ".infrarsi/config.toml", '[anthropic]\nbase_url = "http://127.0.0.1:9"\napi_key = "sk-user"\n')
+    config = load_llm_config(tmp_path / "repo", env={}, home=home)
+    assert (config.base_url, config.api_key, config.warnings) == ("http://127.0.0.1:9", "sk-user", ())

@@ -48,3 +48,20 @@ def test_no_run_yet_is_a_clear_error(repo):
 def test_no_contract_is_refused(bare_repo):
     result = report(bare_repo)
     assert result.status == "refused" and "infrarsi init" in result.message
+
+
+def test_a_rejected_patch_title_is_markdown_text_not_markup(repo):
+    """A title and reason come from a model's reply: in report.md they must stay text (no link, image,
+    HTML, heading or emphasis of their own)."""
+    from infrarsi.stages.run import PatchCheck, load_run, save_run
+
+    run = load_run(repo)
+    title = "<img src=x onerror=alert(1)> [click here](http://evil.example) **now**"
+    run.patch_checks.append(PatchCheck(name="llm:0badc0de", status="numerics", reason=f"{title}: loss diverged",
+                                       cost_s=1.0))
+    save_run(run, repo)
+    assert report(repo).status == "ok"
+    md = (repo / ".infrarsi" / "report.md").read_text()
+    assert "llm:0badc0de" in md
+    assert "<img" not in md.replace("\\<img", "") and "](http://evil" not in md.replace("\\](http://evil", "")
+    assert "**now**" not in md and "\\<img src=x onerror=alert(1)\\>" in md

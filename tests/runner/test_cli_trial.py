@@ -53,3 +53,13 @@ def test_setup_errors_exit_2_naming_what_is_wrong(make_repo, tmp_path, capsys):
     (repo / "helpers.py").write_text("changed = True\n")
     assert main(["trial", str(repo)]) == 2
     assert "locked file helpers.py" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_relative_path_works(make_repo, monkeypatch, capsys):
+    repo, contract = make_repo("good.py")
+    save_contract(contract, repo)
+    monkeypatch.chdir(repo)
+    assert main(["trial", ".", "--steps", "3", "--json"]) == 0, capsys.readouterr()
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "ok" and len(result["losses"]) == 3
+    assert Path(result["log_path"]).is_absolute() and Path(result["log_path"]).is_relative_to(repo)

@@ -1,4 +1,8 @@
-from infrarsi.runner.workspace import SNAPSHOT_BYTES, Workspace
+import os
+
+import pytest
+
+from infrarsi.runner.workspace import SNAPSHOT_BYTES, Workspace, WorkspaceError
 
 from .conftest import tree_digest
 
@@ -54,5 +58,70 @@ def test_flagless_knobs_are_written_into_the_copy_only(tmp_path):
         reason = ws.write_knobs({"train.py": {"no_such_knob": 1}})
         assert "no_such_knob" in reason and "train.py" in reason
         assert "missing.py" in ws.write_knobs({"missing.py": {"lr": 1}})
+    finally:
+        ws.remove()
+
+
+def test_links_inside_the_repo_point_into_the_copy_and_look_unchanged(tmp_path):
+    repo = tmp_path / "repo"
+    make_tree(repo)
+    (repo / "alias.py").symlink_to("pkg/model.py")
+    (repo / "absolute.py").symlink_to(repo / "train.py")
+    (repo / "pkg_link").symlink_to(repo / "pkg")
+    ws = Workspace(repo)
+    try:
+        for name in ("alias.py", "absolute.py", "pkg_link"):
+            link = ws.root / name
+            assert link.is_symlink() and ws.root.resolve() in link.resolve().parents, name
+        assert (ws.root / "pkg_link" / "model.py").read_text() == "x = 1\n"
+        assert ws.changed() == [] and ws.hunks() == []
+    finally:
+        ws.remove()
+
+
+def test_a_link_to_outside_becomes_a_read_only_copy_never_written_through(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "data").mkdir(parents=True)
+    (outside / "data" / "shard.bin").write_bytes(b"\0" * 100)
+    (outside / "config.py").write_text("lr = 1e-3\n")
+    repo = tmp_path / "repo"
+    make_tree(repo)
+    (repo / "config.py").symlink_to(outside / "config.py")
+    (repo / "data").symlink_to(outside / "data")
+    before = tree_digest(outside)
+    ws = Workspace(repo)
+    try:
+        assert not (ws.root / "config.py").is_symlink() and not (ws.root / "data").is_symlink()
+        assert (ws.root / "data" / "shard.bin").read_bytes() == b"\0" * 100
+        assert not (ws.root / "data").stat().st_mode & 0o222
+        assert ws.changed() == []
+        # A knob rewrite lands in the copy, not in the file the link named.
+        assert ws.write_knobs({"config.py": {"lr": 0.002}}) is None
+        assert "lr = 0.002" in (ws.root / "config.py").read_text()
+        assert tree_digest(outside) == before
+    finally:
+        ws.remove()
+    assert tree_digest(outside) == before and not ws.root.exists()
+
+
+def test_a_dangling_link_to_outside_refuses_the_copy_naming_it(tmp_path):
+    repo = tmp_path / "repo"
+    make_tree(repo)
+    (repo / "cache").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(WorkspaceError, match=r"cache is a link to .*nowhere"):
+        Workspace(repo)
+
+
+def test_a_declared_read_only_target_stays_a_link(tmp_path):
+    data = tmp_path / "datasets" / "tiny"
+    data.mkdir(parents=True)
+    (data / "a.bin").write_bytes(b"1")
+    repo = tmp_path / "repo"
+    make_tree(repo)
+    (repo / "data").symlink_to(data)
+    ws = Workspace(repo, mounted=(str(tmp_path / "datasets"),))
+    try:
+        assert (ws.root / "data").is_symlink() and ws.outside_targets == [data]
+        assert ws.changed() == []
     finally:
         ws.remove()

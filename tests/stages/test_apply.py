@@ -156,3 +156,41 @@ def test_a_candidate_that_was_not_promoted_is_not_applied(ran, trial):
     result = apply(ran, candidate=trial)  # trial 0 is the baseline
     assert result.status == "error" and "not a promoted candidate" in result.message
     assert len(_branches(ran)) == 1
+
+
+def _hook(repo: Path, name: str, body: str) -> None:
+    """A hook where git keeps them by default: the repository's own .git/hooks."""
+    hook = repo / ".git" / "hooks" / name
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text("#!/bin/sh\n" + body)
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
+
+
+def test_the_repositorys_own_pre_commit_hook_runs_and_its_refusal_is_said(ran):
+    _hook(ran, "pre-commit", "echo 'lint failed: train.py' >&2\nexit 1\n")
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran)
+    assert result.status == "error", result.message
+    assert "pre-commit" in result.message and "refused" in result.message and "lint failed" in result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    _no_worktrees_left(ran)
+
+
+def test_the_commit_msg_hook_runs_on_the_commit(ran):
+    _hook(ran, "commit-msg", 'echo "Reviewed-by: the commit-msg hook" >> "$1"\n')
+    result = apply(ran)
+    assert result.status == "committed", result.message
+    message = git.Repo(ran).commit(result.branch).message
+    assert message.startswith("infrarsi: ") and "Reviewed-by: the commit-msg hook" in message
+
+
+@pytest.mark.parametrize("run_id", ["../../main", "x y", "20260101-000000-abcd; rm -rf ~", "-f", ""])
+def test_a_tampered_run_id_is_refused_before_anything_is_built(ran, run_id):
+    run = load_run(ran)
+    run.run_id = run_id
+    save_run(run, ran)
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran)
+    assert result.status == "refused" and "run_id" in result.message, result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    _no_worktrees_left(ran)

@@ -1,0 +1,90 @@
+"""Loading a contract edited by hand and re-hashed: every field's type, and every path inside the repo."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+
+import pytest
+import tomli_w
+
+from infrarsi.contract import (Contract, ContractError, Knob, LossInvariant, MemoryBudget, Scope, Workload,
+                               contract_path, load_contract, save_contract)
+
+
+def contract() -> Contract:
+    return Contract(
+        workload=Workload(entry="train.py", command=["python", "train.py"], tokens_per_step=32, seq_len=8,
+                          global_batch=4, seed=0, warmup_steps=1, measured_steps=2, planned_steps=100),
+        loss=LossInvariant(compare_steps=2, tolerance=1e-3, numerics_tolerance=1e-2),
+        memory=MemoryBudget(budget_bytes=2**30),
+        scope=Scope(editable=["train.py"], functions=["train.py::step"], locked={"data.py": "0" * 64}),
+        knobs=[Knob(name="batch_size", role="micro_batch", type="int", default=8, flag="--batch_size",
+                    domain=[4, 8], tunable=True)],
+    )
+
+
+@pytest.fixture
+def repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    save_contract(contract(), repo)
+    return repo
+
+
+def edit(repo, change) -> None:
+    """Change the saved contract's data and write it back with a matching hash, as a determined
+    hand-editor would (the hash is sha256 over the canonical JSON of the fields)."""
+    path = contract_path(repo)
+    data = tomllib.loads(path.read_text())
+    data.pop("hash")
+    change(data)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    path.write_text(tomli_w.dumps({"hash": "sha256:" + hashlib.sha256(blob).hexdigest(), **data}))
+
+
+def test_the_saved_contract_loads(repo):
+    assert load_contract(repo) == contract()
+
+
+CASES = {
+    "knobs[0].default": lambda d: d["knobs"][0].update(default="eight"),
+    "knobs[0].tunable": lambda d: d["knobs"][0].update(tunable="yes"),
+    "knobs[0].domain": lambda d: d["knobs"][0].update(domain=[4, "8"]),
+    "knobs[0].flag": lambda d: d["knobs"][0].update(flag=3),
+    "workload.command": lambda d: d["workload"].update(command=[1, 2]),
+    "workload.args": lambda d: d["workload"].update(args={"steps": [1]}),
+    "scope.editable": lambda d: d["scope"].update(editable=["../../etc/x.py"]),
+    "workload.entry": lambda d: d["workload"].update(entry="/etc/passwd"),
+    "workload.cwd": lambda d: d["workload"].update(cwd="../elsewhere"),
+    "scope.locked": lambda d: d["scope"].update(locked={"../secrets.py": "0" * 64}),
+    "scope.functions": lambda d: d["scope"].update(functions=["../x.py::f"]),
+    "loss.reference": lambda d: d["loss"].update(reference=[1.0, "2"]),
+    "base_commit": lambda d: d.update(base_commit=7),
+    "sandbox.network": lambda d: d.update(sandbox={"network": "yes"}),
+    "sandbox.env": lambda d: d.update(sandbox={"env": {"X": 1}}),
+    "sandbox.read_only": lambda d: d.update(sandbox={"read_only": ["data"]}),
+}
+
+
+@pytest.mark.parametrize("field", sorted(CASES))
+def test_a_wrong_field_is_refused_by_name(repo, field):
+    edit(repo, CASES[field])
+    with pytest.raises(ContractError) as refused:
+        load_contract(repo)
+    assert f"contract field '{field}'" in str(refused.value), str(refused.value)
+
+
+def test_a_link_out_of_the_repo_is_not_inside_it(repo, tmp_path):
+    (repo / "escape").symlink_to(tmp_path)
+    edit(repo, lambda d: d["scope"].update(editable=["escape/x.py"]))
+    with pytest.raises(ContractError, match="scope.editable"):
+        load_contract(repo)
+
+
+def test_a_sandbox_section_loads_and_counts_in_the_hash(repo):
+    edit(repo, lambda d: d.update(sandbox={"network": True, "env": {"WANDB_MODE": "offline"}, "read_only": ["/data"]}))
+    loaded = load_contract(repo)
+    assert loaded.sandbox_policy.network and loaded.sandbox_policy.env == {"WANDB_MODE": "offline"}
+    assert loaded.digest() != contract().digest()
