@@ -101,9 +101,10 @@ class Mounts:
         return self.workspace / RECORDS_DIR
 
     def inside(self, path: Path) -> Path:
-        """Where the trial sees ``path``, a file under :attr:`records`."""
-        if self.records is None:
-            return path
+        """Where the trial sees ``path``: moved when it is under :attr:`records`, else as it is
+        (the workspace is at the same path inside and out)."""
+        if self.records is None or not _within(Path(path), self.records):
+            return Path(path)
         return self.records_inside / Path(path).relative_to(self.records)
 
 
@@ -125,6 +126,12 @@ def _interpreter_paths() -> list[Path]:
     return paths
 
 
+def _in_venv(path: Path, repo: Path) -> bool:
+    """Whether ``path``, inside ``repo``, is in a virtual environment there (repo/.venv): the
+    workspace leaves those out, so the trial needs the real one."""
+    return any((parent / "pyvenv.cfg").exists() for parent in [path, *path.parents] if _within(parent, repo))
+
+
 def _read_only_paths(mounts: Mounts) -> list[Path]:
     home = Path.home().resolve()
     repo = mounts.repo.resolve()
@@ -134,8 +141,11 @@ def _read_only_paths(mounts: Mounts) -> list[Path]:
             path = path.resolve()
         except OSError:
             continue
-        # Never the user's repo or home, nor a folder holding them (a sys.path entry '/root').
-        if not path.exists() or _within(repo, path) or _within(home, path) or _within(path, repo):
+        # Never the user's repo or home, nor a folder holding them (a sys.path entry '/root'), nor
+        # anything in the repo but a virtual environment.
+        if not path.exists() or _within(repo, path) or _within(home, path):
+            continue
+        if _within(path, repo) and not _in_venv(path, repo):
             continue
         if any(path.as_posix().startswith(d + "/") or path.as_posix() == d for d in ("/usr", "/etc", "/sys", "/proc")):
             continue

@@ -183,3 +183,24 @@ def test_without_bwrap_trials_refuse_and_say_what_to_do(make_repo, monkeypatch, 
     finally:
         sandbox.bwrap_path.cache_clear()
         sandbox.bwrap_problem.cache_clear()
+
+
+def test_only_a_virtual_environment_of_the_repo_is_mounted(tmp_path):
+    """A venv kept in the repo (repo/.venv) holds the interpreter: mounted read-only; no other part
+    of the repo, nor a folder holding it (a sys.path entry like the repo's parent), is."""
+    repo = tmp_path / "repo"
+    (repo / ".venv" / "lib").mkdir(parents=True)
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (repo / "src").mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    mounts = sandbox.Mounts(workspace=workspace, cwd=workspace, repo=repo, records=tmp_path / "records",
+                            read_only=[repo / ".venv" / "lib", repo / "src", repo, tmp_path])
+    argv = sandbox.wrap(["python", "train.py"], mounts)
+    sources = [argv[i + 1] for i, arg in enumerate(argv) if arg in ("--ro-bind", "--bind", "--dev-bind")]
+    assert str(repo / ".venv" / "lib") in sources
+    assert not [s for s in sources if s in (str(repo), str(repo / "src"), str(tmp_path))]
+    assert argv[argv.index("--chdir") + 1] == str(workspace) and argv[-2:] == ["python", "train.py"]
+    assert "--unshare-net" in argv and "--die-with-parent" in argv and "--unshare-pid" in argv
+    assert mounts.inside(tmp_path / "records" / "probe.jsonl") == workspace / ".records" / "probe.jsonl"
+    assert mounts.inside(workspace / "fifo") == workspace / "fifo"
