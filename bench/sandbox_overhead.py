@@ -31,7 +31,8 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"
-XS = {"n_layer": 2, "n_head": 4, "n_embd": 128, "block_size": 64, "vocab_size": 512, "batch_size": 8}
+XS = {"n_layer": 2, "n_head": 4, "n_embd": 128, "block_size": 64, "vocab_size": 512, "batch_size": 8,
+      "micro_batch_size": 8, "threads": 1}
 WARMUP = 5
 
 

@@ -94,6 +94,9 @@ class Mounts:
     :attr:`records_inside`, so the trial never learns a path of the user's."""
     read_only: list[Path] = field(default_factory=list)
     """More read-only paths (the contract's ``[sandbox] read_only``: data outside the repo)."""
+    writable: list[Path] = field(default_factory=list)
+    """More writable folders at their own paths (a cache InfraRSI shares between trials, such as a
+    ``PYTHONPYCACHEPREFIX``); never the user's repo or home."""
     network: bool = False
 
     @property
@@ -135,6 +138,7 @@ def _in_venv(path: Path, repo: Path) -> bool:
 def _read_only_paths(mounts: Mounts) -> list[Path]:
     home = Path.home().resolve()
     repo = mounts.repo.resolve()
+    workspace = mounts.workspace.resolve()
     out: list[Path] = []
     for path in [*_interpreter_paths(), *mounts.read_only]:
         try:
@@ -142,12 +146,13 @@ def _read_only_paths(mounts: Mounts) -> list[Path]:
         except OSError:
             continue
         # Never the user's repo or home, nor a folder holding them (a sys.path entry '/root'), nor
-        # anything in the repo but a virtual environment.
-        if not path.exists() or _within(repo, path) or _within(home, path):
+        # anything in the repo but a virtual environment; nor a folder holding the workspace (it
+        # would hide the private /tmp).
+        if not path.exists() or _within(repo, path) or _within(home, path) or _within(workspace, path):
             continue
         if _within(path, repo) and not _in_venv(path, repo):
             continue
-        if any(path.as_posix().startswith(d + "/") or path.as_posix() == d for d in ("/usr", "/etc", "/sys", "/proc")):
+        if any(_within(path, Path(d)) for d in ("/usr", "/etc", "/sys", "/proc", "/dev")):
             continue
         out.append(path)
     # Parents first, so a child mount lands on top of its parent's.
@@ -180,6 +185,11 @@ def wrap(argv: list[str], mounts: Mounts) -> list[str]:
     for path in _read_only_paths(mounts):
         out += ["--ro-bind", str(path), str(path)]
     out += ["--bind", str(mounts.workspace), str(mounts.workspace)]
+    for path in mounts.writable:
+        path = path.resolve()
+        if _within(mounts.repo.resolve(), path) or _within(path, mounts.repo.resolve()) or _within(Path.home(), path):
+            raise ValueError(f"{path} would expose the user's repository or home to the trial")
+        out += ["--bind", str(path), str(path)]
     if mounts.records is not None:
         mounts.records_inside.mkdir(exist_ok=True)
         out += ["--bind", str(mounts.records), str(mounts.records_inside)]

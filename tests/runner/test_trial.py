@@ -8,7 +8,7 @@ import pytest
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 
-from .conftest import REFERENCE, TOKENS, alive, trial_processes, tree_digest
+from .conftest import REFERENCE, TOKENS, trial_processes, tree_digest
 
 pytestmark = pytest.mark.e2e
 

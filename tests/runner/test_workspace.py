@@ -1,5 +1,3 @@
-import os
-
 import pytest
 
 from infrarsi.runner.workspace import SNAPSHOT_BYTES, Workspace, WorkspaceError
