@@ -169,7 +169,7 @@ class _Trial:
         cwd = workspace.root / self.contract.workload.cwd
         launched, probe = argv, self.probe_path
         if self.spec.sandbox:
-            mounts = sandbox.Mounts(workspace=workspace.directory, cwd=cwd, repo=self.spec.repo,
+            mounts = sandbox.Mounts(workspace=workspace.private, cwd=cwd, repo=self.spec.repo,
                                     records=self.probe_path.parent, read_only=[Path(p) for p in policy.read_only],
                                     network=policy.network)
             launched, probe = sandbox.wrap(argv, mounts), mounts.inside(self.probe_path)

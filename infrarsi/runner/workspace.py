@@ -85,8 +85,9 @@ class Workspace:
             raise
 
     @property
-    def directory(self) -> Path:
-        """The workspace's own directory: the copy, the trial's home and its records."""
+    def private(self) -> Path:
+        """The workspace's own directory beside the copy (the trial's home, its records): never part
+        of the repository, removed with it."""
         return self._tmp
 
     def _copy(self) -> None:
