@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -204,3 +205,17 @@ def test_only_a_virtual_environment_of_the_repo_is_mounted(tmp_path):
     assert "--unshare-net" in argv and "--die-with-parent" in argv and "--unshare-pid" in argv
     assert mounts.inside(tmp_path / "records" / "probe.jsonl") == workspace / ".records" / "probe.jsonl"
     assert mounts.inside(workspace / "fifo") == workspace / "fifo"
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "network-declared"])
+def test_the_network_is_there_only_when_the_contract_says_the_job_needs_it(make_repo, network):
+    from infrarsi.contract import SandboxPolicy
+
+    repo, _ = make_repo("connects.py")
+    contract = with_str_knob(repo, "address")
+    contract.sandbox = SandboxPolicy(network=network)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"address": address})))
+    assert result.status is TrialStatus.OK, result.detail
+    assert ("connect: reached" if network else "connect: refused") in open(result.log_path).read()
