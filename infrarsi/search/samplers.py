@@ -77,13 +77,13 @@ class InfraRSISampler:
         n_random: int = 4_000,
         noise_floor: float = DEFAULT_NOISE_FLOOR,
         noise_cv: float | None = None,
-        min_speedup: float = 1.0,
+        min_speedup: float = math.inf,
         seed: int = 0,
     ):
         """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
         CV it measured (None: not measured), which the prior checks hold each trial to;
         ``min_speedup`` its noise floor, beyond which a measured speed-up must be explained by the
-        model before the search may call itself converged."""
+        model before the search may call itself converged (infinite: no such guard)."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)

@@ -57,9 +57,10 @@ class Strategy:
     seed: int = 0
     noise_cv: float = 0.0
     """Doctor's run-to-run CV of the step time: the time model never assumes less noise."""
-    min_speedup: float = 1.0
+    min_speedup: float = math.inf
     """Doctor's noise floor: a candidate measured faster than the baseline by more is always
-    re-verified, and the search does not call itself converged while the model disputes one."""
+    re-verified, and the search does not call itself converged while the model disputes one
+    (infinite when no doctor report is given: only the ranking decides)."""
     bank: Any = None
     bank_priors: PriorTable = field(default_factory=PriorTable)
     """What the bank said, per key, before it was combined with the other priors (for the report)."""
