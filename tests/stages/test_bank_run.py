@@ -20,6 +20,7 @@ from infrarsi.bank import EffectFinding, ExperienceBank, WorkloadSignature
 from infrarsi.contract import load_contract
 from infrarsi.stages.doctor import doctor, load_doctor
 from infrarsi.stages.init import init
+from infrarsi.stages.report import report
 from infrarsi.stages.run import run
 from tests.stages.conftest import BUDGET_BYTES, copy_repo, git_repo
 
@@ -81,3 +82,10 @@ def test_a_bad_bank_cannot_veto_what_the_run_measures(attention_prepared, tmp_pa
     assert result.status == "ok" and result.promoted is not None, (result.message, result.search_ended)
     assert "sdpa_attention" in result.promoted.candidate.patches
     assert result.promoted.job_speedup[1] > result.noise_floor
+
+    # The report says which priors came from the bank and what this run made of them.
+    done = report(repo, formats=("md",))
+    assert done.status == "ok", done.message
+    markdown = Path(done.paths[0]).read_text()
+    section = markdown[markdown.index("Priors from the experience bank"):]
+    assert "patch:sdpa_attention" in section and "flagged" in section and "threads=2" in section
