@@ -83,6 +83,11 @@ def test_a_bad_bank_cannot_veto_what_the_run_measures(attention_prepared, tmp_pa
     assert "sdpa_attention" in result.promoted.candidate.patches
     assert result.promoted.job_speedup[1] > result.noise_floor
 
+    # This run's own findings went to the bank with the noise doctor measured for it.
+    with ExperienceBank(url) as bank:
+        planted, ours = bank.runs()
+    assert ours.effects and {e.noise_cv for e in ours.effects} == {load_doctor(repo).noise.effective_cv}
+
     # The report says which priors came from the bank and what this run made of them.
     done = report(repo, formats=("md",))
     assert done.status == "ok", done.message
