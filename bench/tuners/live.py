@@ -38,7 +38,7 @@ from bench.tuners import report
 from bench.tuners.fixture import ROOT, prepare
 from bench.tuners.measure_space import DATA
 from bench.tuners.methods import METHODS, sampler_of, strategy
-from bench.tuners.replay import DOCS, OUT, record_bank, verified_pick
+from bench.tuners.replay import DOCS, OUT, record_bad_bank, record_bank, verified_pick
 from bench.tuners.table import Table
 
 COUNTED = ("baseline", "validation", "search")
@@ -80,7 +80,7 @@ def records_of(repo: Path, storage: str, result, method: str, seed: int, bank: s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("fixture")
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--methods", default=",".join(m for m in METHODS if m != "infrarsi+badbank"))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--resume", action="store_true", help="keep earlier results of the same code, skip their runs")
@@ -102,7 +102,9 @@ def main() -> None:
             shutil.copytree(prepared, repo)
             sampler, use_bank = sampler_of(method)
             bank = f"sqlite:///{tmp}/bank-{method}-{seed}.db"
-            if use_bank:
+            if method.endswith("+badbank"):
+                record_bad_bank(table, bank)
+            elif use_bank:
                 record_bank(table, bank, 1000 + seed, args.trials)
             load = os.getloadavg()[0]
             started = time.perf_counter()

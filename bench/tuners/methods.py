@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from infrarsi.bank import ExperienceBank, WorkloadSignature
 from infrarsi.priors import BuiltinPriors, PriorContext
-from infrarsi.search.strategy import BANK_SEEDS, Strategy, _patch_priors
+from infrarsi.search.strategy import Strategy, _patch_priors, use_experience
 
-METHODS = ("infrarsi", "infrarsi+bank", "tpe", "gp", "random", "greedy", "batchfinder")
+METHODS = ("infrarsi", "infrarsi+bank", "tpe", "gp", "random", "greedy", "batchfinder", "infrarsi+badbank")
+"""``+bank``: a bank holding an earlier good run's findings; ``+badbank``: one holding a bad run's
+(see ``replay.record_bad_bank``). Last, so every other method keeps its random stream (the index
+seeds it)."""
 
 
 def sampler_of(method: str) -> tuple[str, bool]:
     """The run stage's sampler name and whether the experience bank is used."""
-    return method.removesuffix("+bank"), method.endswith("+bank")
+    name, _, bank = method.partition("+")
+    return name, bool(bank)
 
 
 def strategy(method: str, table, seed: int, bank_url: str | None = None) -> Strategy:
@@ -27,13 +31,13 @@ def strategy(method: str, table, seed: int, bank_url: str | None = None) -> Stra
     context = PriorContext(contract=contract, hardware=table.hardware,
                            patches=_patch_priors(contract.memory.device))
     answer = BuiltinPriors().priors(context)
+    # Doctor's noise floor as the table measured it decides, as in the run stage, which measured
+    # speed-ups are re-verified whatever the model ranks. Its CV is not given to the models (the
+    # replay has never done so: the tables' doctor ran on a busy machine, dense's CV is 0.57).
+    min_speedup = table.data.get("doctor", {}).get("noise", {}).get("min_speedup", float("inf"))
     out = Strategy(name=name, contract=contract, priors=answer.table, priors_source=answer.provider, seed=seed,
-                   hardware=table.hardware)
+                   hardware=table.hardware, min_speedup=min_speedup)
     if use_bank:
-        out.bank = ExperienceBank(bank_url)
-        out.signature = WorkloadSignature.from_contract(contract, table.data.get("model_facts", {}))
-        learned = out.bank.priors_for(out.signature, table.hardware.id, baselines=contract.defaults())
-        if len(learned):
-            out.priors = out.priors.merged(learned)
-        out.seeds = [s.candidate for s in out.bank.seeds(out.signature, table.hardware.id, k=BANK_SEEDS)]
+        use_experience(out, ExperienceBank(bank_url),
+                       WorkloadSignature.from_contract(contract, table.data.get("model_facts", {})))
     return out

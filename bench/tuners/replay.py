@@ -17,6 +17,12 @@ it (1.0 if it ever failed), is highest.
 InfraRSI run (no bank, another seed) on the same table, recorded by ``Strategy.record_findings``:
 the same job tuned again on the same machine, the best case for the bank.
 
+``infrarsi+badbank``: the bank holds the findings of a bad run (``record_bad_bank``): for each
+setting, the slowest measured run of the configuration that changes only that setting against the
+baseline's fastest run, as one trial recorded with the ±1% sd today's ``record_findings`` gives a
+ridge through few trials, and a run noise CV of 1% (its doctor saw a quiet machine; the trials
+did not). The bank is there to save trials; this arm checks it cannot cost any.
+
 ``--overhead``: the wall and CPU time of each method's suggestion (propose + Optuna ask) at 25, 50
 and 100 trials, on the synthetic 7,680-candidate dense space of bench/suggest_overhead.py (a
 measured table is too small to reach 100 distinct trials).
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -36,12 +43,14 @@ from types import SimpleNamespace
 import numpy as np
 import optuna
 
+from infrarsi.bank import EffectFinding
 from infrarsi.hardware import fingerprint
+from infrarsi.priors.types import setting_key
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP, PatchCheck
 from infrarsi.study import TrialStore
-from infrarsi.verification import Verdict, ahead_of_baseline
+from infrarsi.verification import Verdict
 
 from bench.tuners import report
 from bench.tuners.fixture import ROOT
@@ -102,11 +111,11 @@ class _Run:
 
 
 def verified_pick(strategy, history: list[TrialResult], table) -> str | None:
-    """What re-verification would promote after ``history``: of the ``VERIFY_TOP`` candidates the
-    method ranks ahead of the baseline, the one with the highest verified (table) speedup. Before
-    the search starts every method has only measured runs to rank (no sampler yet)."""
-    top = ahead_of_baseline(strategy.top_candidates(history, VERIFY_TOP + 1), strategy.baseline(), VERIFY_TOP)
-    return max((c.key() for c in top), key=table.speedup, default=None)
+    """What re-verification would promote after ``history``: of the candidates the run stage
+    re-verifies (``Strategy.to_verify``: the ``VERIFY_TOP`` the method ranks ahead of the baseline,
+    plus the ones measured faster beyond doctor's floor), the one with the highest verified (table)
+    speedup. Before the search starts every method has only measured runs to rank (no sampler yet)."""
+    return max((c.key() for c in strategy.to_verify(history, VERIFY_TOP)), key=table.speedup, default=None)
 
 
 def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
@@ -127,14 +136,57 @@ def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
     earlier.strategy.record_findings(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history)
 
 
+BAD_RUN_SD = 0.01
+"""The sd a bad run's finding claims: what the ridge through a handful of trials reports."""
+BAD_RUN_CV = 0.01
+"""The run noise its doctor measured: a quiet machine (the disturbance came later)."""
+
+
+def bad_findings(table) -> list[EffectFinding]:
+    """A bad run's findings: each setting's slowest measured run against the baseline's fastest."""
+    space, contract = table.space, table.contract
+    base = space.baseline()
+    fastest_base = min(r.step_time for r in table.rows[base.key()].runs if r.ok and r.step_time)
+    one_change = [(k.name, v, space.with_value(base, k.name, v)) for k in contract.tunable for v in k.domain
+                  if v != k.default] + [(None, p, Candidate(dict(base.knobs), (p,))) for p in table.patches]
+    out = []
+    for name, value, cand in one_change:
+        if cand is None or not space.is_valid(cand) or cand.key() not in table.rows:
+            continue
+        steps = [r.step_time for r in table.rows[cand.key()].runs if r.ok and r.step_time]
+        if not steps:
+            continue  # it never ran ok: a bad run has no step time to say anything with either
+        key = f"patch:{value}" if name is None else setting_key(name, value)
+        if key not in space.setting_keys:
+            continue
+        role = "patch" if name is None else contract.knob(name).role
+        out.append(EffectFinding(key=key, role=role, value="on" if name is None else value,
+                                 baseline="off" if name is None else contract.knob(name).default,
+                                 time_log=math.log(max(steps) / fastest_base), time_sd=BAD_RUN_SD, n=1,
+                                 noise_cv=BAD_RUN_CV))
+    return out
+
+
+def record_bad_bank(table, bank_url: str) -> None:
+    """Fill the bank with a bad run's findings (``bad_findings``); it promoted nothing."""
+    with_bank = strategy("infrarsi+badbank", table, 0, bank_url)
+    with_bank.bank.record_run(signature=with_bank.signature, hardware_id=table.hardware.id,
+                              hardware=table.hardware.describe(), effects=bad_findings(table))
+    with_bank.bank.close()
+
+
 def replay(table: Table, method: str, seed: int, trials: int, bank_url: str | None = None) -> list[dict]:
     """One run of ``method`` on the table. A ``+bank`` method reads ``bank_url`` when given (it is
-    not written to), else a bank filled by one earlier InfraRSI run on the same table."""
+    not written to), else a bank filled by one earlier InfraRSI run on the same table; a
+    ``+badbank`` method a bank holding a bad run's findings."""
     rng = np.random.default_rng([seed, METHODS.index(method)])
     with tempfile.TemporaryDirectory() as tmp:
         if method.endswith("+bank") and bank_url is None:
             bank_url = f"sqlite:///{tmp}/bank.db"
             record_bank(table, bank_url, 1000 + seed, trials)
+        elif method.endswith("+badbank") and bank_url is None:
+            bank_url = f"sqlite:///{tmp}/bank.db"
+            record_bad_bank(table, bank_url)
         records = _Run(table, method, seed, lambda c, a: table.trial(c, rng, a), bank_url).run(trials)
     for rec in records:
         rec["speedup"] = table.speedup(rec["pick"])
@@ -159,7 +211,7 @@ def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, d
             surface = Surface(space, DENSE_TIME, DENSE_MEM, base_peak=0.45 * space.budget_bytes,
                               startup_effects=DENSE_STARTUP, seed=seed)
             with tempfile.TemporaryDirectory() as tmp:
-                bank = f"sqlite:///{tmp}/bank.db" if method.endswith("+bank") else None
+                bank = f"sqlite:///{tmp}/bank.db" if "+" in method else None
                 run = _Run(fake, method, seed, lambda c, a: surface.run(c), bank, rank=False)
                 run.strategy.prepare(space)
                 for _ in range(max(sizes)):

@@ -1,5 +1,10 @@
 """The experience bank's tables (SQLAlchemy 2 ORM). Prefixed ``bank_`` so a team database can
-also hold the Optuna study tables."""
+also hold the Optuna study tables.
+
+Columns added after a bank may already exist are nullable and listed in ``ADDED_COLUMNS``:
+opening a bank adds the missing ones (``store._migrate``), and a NULL there is read as "not
+recorded" (see ``store.UNKNOWN_NOISE_CV`` for how an old finding's noise is then read).
+"""
 
 from __future__ import annotations
 
@@ -49,6 +54,9 @@ class EffectRow(Base):
     mem_sd: Mapped[float | None] = mapped_column(Float, nullable=True)
     n: Mapped[int] = mapped_column(Integer)
     """Trials behind the estimate."""
+    noise_cv: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Doctor's run-to-run CV of step time in the run that measured it: no finding is surer than
+    its trials were. NULL in rows written before it was stored."""
 
     run: Mapped[RunRow] = relationship(back_populates="effects")
 
@@ -77,3 +85,7 @@ class BestRow(Base):
     high: Mapped[float] = mapped_column(Float)
 
     run: Mapped[RunRow] = relationship(back_populates="best")
+
+
+ADDED_COLUMNS: dict[str, list[tuple[str, str]]] = {"bank_effects": [("noise_cv", "FLOAT")]}
+"""Table -> (column, SQL type) added since the first schema; every one nullable."""

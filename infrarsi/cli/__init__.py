@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module defines `add_parser(subparsers)`, which registers its command and sets `func`.
-COMMANDS = ("optimize", "init", "doctor", "run", "report", "apply", "verify", "trial")
+COMMANDS = ("optimize", "init", "doctor", "run", "report", "apply", "verify", "trial", "bank")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply]`: the whole job in one command."""
+"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply] [--no-bank]`: the whole job in one command."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apply", action="store_true", help="commit the promoted candidate on a new branch")
     p.add_argument("--repeats", type=int, default=3, help="doctor's baseline runs (default 3)")
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: sqlite under .infrarsi/)")
+    p.add_argument("--no-bank", action="store_true",
+                   help="neither read nor write the experience bank (see `infrarsi bank show`)")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     add_sandbox_flag(p)
     p.set_defaults(func=main)
@@ -35,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     with ProgressSink() as progress:
         result = optimize(args.path, args.goal, trials=args.trials, minutes=args.minutes, do_apply=args.apply,
-                          doctor_repeats=args.repeats, storage=args.storage, on_event=progress,
-                          sandbox=args.sandbox)
+                          doctor_repeats=args.repeats, storage=args.storage, use_bank=not args.no_bank,
+                          on_event=progress, sandbox=args.sandbox)
     if args.json:
         emit_json({
             "status": result.status, "message": result.message, "stages": result.stages,

@@ -107,5 +107,6 @@ def render(r: Report) -> None:
         _print_blocks(change_blocks(audit))
     if r.audits:
         console.print()
-    for table in (tables.statuses(r), tables.prices(r), tables.priors(r), tables.patch_checks(r), tables.trials(r)):
+    for table in (tables.statuses(r), tables.prices(r), tables.priors(r), tables.bank(r), tables.patch_checks(r),
+                  tables.trials(r)):
         _print_table(table)

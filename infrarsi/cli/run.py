@@ -1,4 +1,4 @@
-"""`infrarsi run PATH [--trials N | --minutes M] [--sampler …] [--storage URL] [--json]`."""
+"""`infrarsi run PATH [--trials N | --minutes M] [--sampler …] [--storage URL] [--no-bank] [--json]`."""
 
 from __future__ import annotations
 

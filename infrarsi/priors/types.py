@@ -152,12 +152,40 @@ class PriorTable:
             )
         return PriorTable(entries)
 
+    def combined(self, evidence: PriorTable) -> PriorTable:
+        """This table updated by ``evidence`` (the experience bank's measured effects), quantity by
+        quantity: a precision-weighted mean of belief and measurement, as Bayes has two Gaussians
+        combine. A past measurement read no surer than its trials then moves a belief only as far
+        as it deserves, where ``merged`` would have replaced it (one disturbed trial saying 12x
+        slower outvoted every source). Where ``evidence`` holds no belief (a neutral sd) this
+        table's stays; keys only ``evidence`` knows are taken as they are."""
+        entries = dict(self.entries)
+        for key, new in evidence.entries.items():
+            old = entries.get(key)
+            if old is None:
+                entries[key] = new
+                continue
+            time = _product(old.time_log_mean, old.time_log_sd, new.time_log_mean, new.time_log_sd, NEUTRAL_TIME_SD)
+            mem = _product(old.mem_log_mean, old.mem_log_sd, new.mem_log_mean, new.mem_log_sd, NEUTRAL_MEM_SD)
+            entries[key] = Prior(key=key, time_log_mean=time[0], time_log_sd=time[1], mem_log_mean=mem[0],
+                                 mem_log_sd=mem[1], startup_s=new.startup_s or old.startup_s,
+                                 source=f"{new.source}; combined with {old.source}")
+        return PriorTable(entries)
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {k: p.to_dict() for k, p in self.entries.items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Mapping[str, Any]]) -> PriorTable:
         return cls({k: Prior.from_dict(v) for k, v in data.items()})
+
+
+def _product(mean: float, sd: float, new_mean: float, new_sd: float, neutral: float) -> tuple[float, float]:
+    """Two Gaussian beliefs about one log effect, combined; a neutral ``new_sd`` leaves the first."""
+    if new_sd >= neutral:
+        return mean, sd
+    w, w_new = sd**-2, new_sd**-2
+    return (w * mean + w_new * new_mean) / (w + w_new), (w + w_new) ** -0.5
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

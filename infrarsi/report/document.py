@@ -118,6 +118,8 @@ def blocks(report: Report, plots: dict[str, Path]) -> list[Block]:
         out += table(tables.priors(report))
         if "priors" in plots:
             out.append(Plot(plots["priors"], "prior against observed effect per setting"))
+    if report.bank_priors:
+        out += table(tables.bank(report))
     if report.patch_checks:
         out += table(tables.patch_checks(report))
     if report.trials:

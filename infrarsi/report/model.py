@@ -129,6 +129,26 @@ class PriorLine:
 
 
 @dataclass(kw_only=True, slots=True)
+class BankLine:
+    """A prior the experience bank contributed, and what this run made of it."""
+
+    key: str
+    bank_mean: float
+    """Log effect the bank's findings said, read no surer than their trials."""
+    bank_sd: float
+    used_mean: float
+    """The prior the search started from: the bank's combined with the other sources'."""
+    used_sd: float
+    observed: float | None
+    """Log effect this run's trials showed; None when none held the setting."""
+    observed_sd: float | None
+    n_trials: int
+    miscalibrated: bool
+    outcome: str
+    source: str
+
+
+@dataclass(kw_only=True, slots=True)
 class Report:
     repo: str
     run_id: str
@@ -165,6 +185,7 @@ class Report:
     audits: list[Audit]
     memory_prices: list[PriceLine]
     prior_checks: list[PriorLine]
+    bank_priors: list[BankLine] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the report could not show, and why."""
 
@@ -339,5 +360,6 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         memory_prices=[PriceLine(**{k: p[k] for k in ("key", "log_effect", "log_sd", "pct", "bytes_at_baseline")})
                        for p in run.memory_prices],
         prior_checks=[_prior_line(p) for p in run.prior_checks],
+        bank_priors=[BankLine(**{f: b.get(f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
         notes=notes,
     )

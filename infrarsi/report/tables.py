@@ -116,6 +116,18 @@ def priors(report: Report) -> Table:
                  "outside its ~95% band with enough data; it then stops steering the search.")
 
 
+def bank(report: Report) -> Table:
+    rows = [[b.key, _factor(b.bank_mean, b.bank_sd), _factor(b.used_mean, b.used_sd),
+             _factor(b.observed, b.observed_sd) if b.observed is not None else "not tried", str(b.n_trials),
+             b.outcome, b.source] for b in report.bank_priors]
+    return Table("Priors from the experience bank", ["setting", "bank said", "search started from", "this run",
+                                                     "trials", "what this run made of it", "bank findings"],
+                 rows, "Step-time multipliers of the baseline, ± 1 sd. A bank finding is read no surer than the "
+                 "trials behind it and combined with the other priors; one this run's trials contradict stops "
+                 "steering the search at once. `infrarsi bank show` lists the findings, `infrarsi bank forget` "
+                 "deletes them.")
+
+
 def patch_checks(report: Report) -> Table:
     rows = [[c.name, c.status, f"{c.cost_s:.1f}", _last_line(c.reason)] for c in report.patch_checks]
     return Table("Patch validation", ["patch", "status", "wall s", "detail"], rows)
@@ -124,5 +136,5 @@ def patch_checks(report: Report) -> Table:
 def all_tables(report: Report) -> list[Table]:
     """In the order the documents show them; empty tables are left out."""
     tables = [comparison(report), verdicts(report), statuses(report), prices(report), priors(report),
-              patch_checks(report), trials(report)]
+              bank(report), patch_checks(report), trials(report)]
     return [t for t in tables if t.rows]

@@ -10,10 +10,12 @@ from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimeModel
 
 
-def prior_checks(space: SearchSpace, priors: PriorTable, history: list[TrialResult]) -> list[PriorCheck]:
-    """Time checks from the data-only fit the time model uses to drop miscalibrated priors;
-    memory checks from the Tobit fit (its pull toward the prior is weak by construction)."""
-    checks = list(TimeModel(space, priors).fit(history).checks)
+def prior_checks(space: SearchSpace, priors: PriorTable, history: list[TrialResult], *,
+                 noise_cv: float | None = None) -> list[PriorCheck]:
+    """Time checks from the data-only fit the time model uses to drop miscalibrated priors (held
+    to doctor's ``noise_cv`` when given, as the search's own model holds them); memory checks from
+    the Tobit fit (its pull toward the prior is weak by construction)."""
+    checks = list(TimeModel(space, priors, noise_cv=noise_cv).fit(history).checks)
     memory = MemoryModel(space, priors).fit(history)
     if memory.fitted:
         effects, sds = memory.setting_effects()

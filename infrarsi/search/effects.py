@@ -39,7 +39,7 @@ def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> Set
 
 def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, sds: np.ndarray, *,
              known_only: bool = False, knobs: list[str] | None = None,
-             sides: list[int] | None = None) -> tuple[SettingPriors, np.ndarray]:
+             sides: list[int] | None = None, noise_cv: float | None = None) -> tuple[SettingPriors, np.ndarray]:
     """``prior`` with every setting the data contradict (``prior_check``'s rule, on the data-only
     ``effects`` and ``sds``) loosened: its mean dropped, its sd widened to hold the effect seen.
     ``known_only`` leaves the neutral entries alone. Given ``knobs`` (each setting's knob), the
@@ -48,10 +48,11 @@ def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, s
     where that curve is wrong the untried end of it is unknown, not known. Given ``sides`` too
     (``SearchSpace.setting_sides``), only the untried values on the contradicted value's side of
     the default: the default is measured, and the curve's other branch (micro-batch 1 and 2 when 8
-    was contradicted) is a different regime the trials say nothing about. Also returns which
-    settings were loosened."""
+    was contradicted) is a different regime the trials say nothing about. ``noise_cv``: doctor's
+    run-to-run CV, when measured (see ``prior_check.contradicts``). Also returns which settings
+    were loosened."""
     n_with = indicator.sum(axis=0)
-    hit = contradicts(prior.mean, prior.sd, effects, sds, n_with, len(indicator) - n_with)
+    hit = contradicts(prior.mean, prior.sd, effects, sds, n_with, len(indicator) - n_with, noise_cv=noise_cv)
     if known_only:
         hit &= prior.known
     wide = np.maximum(UNKNOWN_LOG_SD, np.abs(effects) + Z_BAND * sds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
@@ -31,6 +32,26 @@ def measured_job_s(trial: TrialResult, planned_steps: int) -> float:
 def best_ok(history: list[TrialResult], planned_steps: int) -> TrialResult | None:
     oks = [t for t in history if t.ok and t.step_time is not None]
     return min(oks, key=lambda t: measured_job_s(t, planned_steps)) if oks else None
+
+
+def measured_fast(history: list[TrialResult], baseline: Candidate, planned_steps: int,
+                  min_speedup: float) -> list[Candidate]:
+    """Candidates whose median measured job time beats the baseline's by more than
+    ``min_speedup`` (doctor's noise floor), fastest first; none that failed deterministically."""
+    runs: dict[str, list[float]] = {}
+    cands: dict[str, Candidate] = {}
+    failed = failed_keys(history)
+    for t in history:
+        if t.ok and t.step_time and t.candidate.key() not in failed:
+            runs.setdefault(t.candidate.key(), []).append(measured_job_s(t, planned_steps))
+            cands.setdefault(t.candidate.key(), t.candidate)
+    base = runs.get(baseline.key())
+    if not base:
+        return []
+    base_s = statistics.median(base)
+    fast = [(statistics.median(v), k) for k, v in runs.items()
+            if k != baseline.key() and base_s / statistics.median(v) > min_speedup]
+    return [cands[k] for _, k in sorted(fast)]
 
 
 def distinct(candidates: list[Candidate]) -> list[Candidate]:

@@ -2,11 +2,17 @@
 
 The observed effect comes from the data alone (a Bayesian ridge on the setting indicators for time;
 the memory model's weakly-regularised Tobit fit for memory), so a prior cannot vouch for itself. A
-prior is miscalibrated when the observed effect lies outside its ~95% band (z > 2) and there is
-enough data to say so: the setting was seen on and off at least ``MIN_SUPPORT`` times each, and
-the data pin the effect down better than the prior did. One trial with the setting on is enough
-when it lies far outside (z > ``SINGLE_TRIAL_Z``): the first bf16 trial running 10x slower than a
-prior that promised 1.35x faster needs no second one to make the point.
+prior is miscalibrated when the observed effect lies outside its ~95% band (z > 2, on the prior's
+and the data's sds together) and there is enough data to say so: the setting was seen on at least
+``MIN_SUPPORT`` times, and off as often, or once when doctor measured the baseline's run-to-run
+noise (its repeated baseline runs are the support, and that noise floors the data's sd: one trial
+is one noisy sample). One trial with the setting on is enough when it lies far outside
+(z > ``SINGLE_TRIAL_Z``): the first bf16 trial running 10x slower than a prior that promised
+1.35x faster needs no second one to make the point.
+
+A tight prior is judged like any other: the check once also asked the data to pin the effect down
+better than the prior did, which made an overconfident prior (a bank finding's ±2% band) immune
+to every measurement, and a ×1.15 prior met by ×0.77 over two trials read "consistent".
 """
 
 from __future__ import annotations
@@ -60,28 +66,45 @@ class PriorCheck:
 
 
 def judge(key: str, quantity: str, prior: Prior, observed: float, observed_sd: float,
-          n_with: int, n_without: int) -> PriorCheck:
+          n_with: int, n_without: int, *, noise_cv: float | None = None) -> PriorCheck:
     check = PriorCheck(key, quantity, prior, observed, observed_sd, n_with, False)
-    hit = contradicts(check.prior_mean, check.prior_sd, observed, observed_sd, n_with, n_without)
+    hit = contradicts(check.prior_mean, check.prior_sd, observed, observed_sd, n_with, n_without,
+                      noise_cv=noise_cv)
     return PriorCheck(key, quantity, prior, observed, observed_sd, n_with, bool(hit))
 
 
-def contradicts(mean, sd, observed, observed_sd, n_with, n_without):
-    """The rule of this module, elementwise on arrays or on scalars."""
+def contradicts(mean, sd, observed, observed_sd, n_with, n_without, *, noise_cv: float | None = None):
+    """The rule of this module, elementwise on arrays or on scalars. ``noise_cv``: doctor's
+    run-to-run CV when it measured one (the baseline then needs one trial of support, not two)."""
     z = np.abs(observed - mean) / np.hypot(sd, observed_sd)
     bar = np.where(np.asarray(n_with) >= MIN_SUPPORT, Z_BAND, SINGLE_TRIAL_Z)
-    return (np.asarray(n_with) >= 1) & (np.asarray(n_without) >= MIN_SUPPORT) & (observed_sd < sd) & (z > bar)
+    without = 1 if noise_cv else MIN_SUPPORT
+    return (np.asarray(n_with) >= 1) & (np.asarray(n_without) >= without) & (z > bar)
+
+
+def noise_floored(sds: np.ndarray, indicator: np.ndarray, noise_cv: float | None) -> np.ndarray:
+    """The data-only sds, never below what run-to-run noise allows a difference of means of
+    ``n_with`` and ``n_without`` trials: a ridge through three points can claim ±0.2% where each
+    trial alone is only good to doctor's CV."""
+    if not noise_cv or len(indicator) == 0:
+        return sds
+    n_with = indicator.sum(axis=0)
+    n_without = len(indicator) - n_with
+    with np.errstate(divide="ignore"):
+        floor = noise_cv * np.sqrt(1.0 / np.maximum(n_with, 1) + 1.0 / np.maximum(n_without, 1))
+    return np.maximum(sds, floor)
 
 
 def check_all(keys: list[str], priors: PriorTable, quantity: str, indicator: np.ndarray,
-              effects: np.ndarray, sds: np.ndarray) -> list[PriorCheck]:
-    """One check per setting that has a prior, given the data-only effects of every setting."""
+              effects: np.ndarray, sds: np.ndarray, *, noise_cv: float | None = None) -> list[PriorCheck]:
+    """One check per setting that has a prior, given the data-only effects of every setting (their
+    sds already floored by ``noise_floored`` where the noise is known)."""
     n_with = indicator.sum(axis=0).astype(int)
     out = []
     for j, key in enumerate(keys):
         if key in priors:
             out.append(judge(key, quantity, priors.get(key), float(effects[j]), float(sds[j]),
-                             int(n_with[j]), len(indicator) - int(n_with[j])))
+                             int(n_with[j]), len(indicator) - int(n_with[j]), noise_cv=noise_cv))
     return out
 
 

@@ -19,7 +19,7 @@ from infrarsi.search.acquisition import memory_saver_pair, score
 from infrarsi.search.crash_model import p_runs
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
-from infrarsi.search.history import distinct, failed_keys, measured_job_s, measured_keys
+from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import CandidateSet, SearchSpace
@@ -76,9 +76,14 @@ class InfraRSISampler:
         enumerate_limit: int = 20_000,
         n_random: int = 4_000,
         noise_floor: float = DEFAULT_NOISE_FLOOR,
+        noise_cv: float | None = None,
+        min_speedup: float = math.inf,
         seed: int = 0,
     ):
-        """``noise_floor``: doctor's run-to-run sd of log step time, when known."""
+        """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
+        CV it measured (None: not measured), which the prior checks hold each trial to;
+        ``min_speedup`` its noise floor, beyond which a measured speed-up must be explained by the
+        model before the search may call itself converged (infinite: no such guard)."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -86,7 +91,8 @@ class InfraRSISampler:
         self.n_random = n_random
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
-        self.time = TimeModel(space, self.priors, noise_floor=noise_floor)
+        self.min_speedup = min_speedup
+        self.time = TimeModel(space, self.priors, noise_floor=noise_floor, noise_cv=noise_cv)
         self.memory = MemoryModel(space, self.priors)
         self._prior_time = setting_priors(space, self.priors, "time").mean
         self.stop_reason = ""
@@ -202,13 +208,29 @@ class InfraRSISampler:
                 reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         pick = int(np.argmax(np.where(fresh, scores.value, -np.inf)))
+        reason = "expected improvement x P(fits) x P(runs)"
         if may_stop and scores.value[pick] < CONVERGED_GAIN:
-            self.stop_reason = (f"converged: the most promising untried candidate "
-                                f"({describe(space, pool.candidates[pick])}) is expected to gain "
-                                f"{scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
-            return None
-        return Proposal(pool.candidates[pick], "expected improvement x P(fits) x P(runs)",
-                        self._predicted(scores, memory, pool, pick))
+            disputed = self.disputed(history)
+            if not disputed:
+                self.stop_reason = (f"converged: the most promising untried candidate "
+                                    f"({describe(space, pool.candidates[pick])}) is expected to gain "
+                                    f"{scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
+                return None
+            # The model says nothing is left to gain, yet it cannot account for a measured
+            # speed-up: it is wrong somewhere, so it has not converged.
+            reason += f" (not converged: the model does not rank {describe(space, disputed[0])}, measured faster, " \
+                      f"ahead of the baseline)"
+        return Proposal(pool.candidates[pick], reason, self._predicted(scores, memory, pool, pick))
+
+    def disputed(self, history: list[TrialResult]) -> list[Candidate]:
+        """Candidates measured faster than the baseline beyond ``min_speedup`` that the time model
+        (fitted to ``history``) does not expect to be faster than the baseline."""
+        base = self.space.baseline()
+        fast = measured_fast(history, base, self.space.planned_steps, self.min_speedup)
+        if not fast or not self.time.fitted:
+            return []
+        log_job = self.time.predict([base, *fast]).log_job
+        return [c for c, job in zip(fast, log_job[1:], strict=True) if job >= log_job[0]]
 
     def _predicted(self, scores, memory: MemoryModel, pool: CandidateSet, i: int) -> dict[str, float]:
         out = {

@@ -24,10 +24,11 @@ from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
-from infrarsi.search.history import best_ok, failed_keys, measured_keys
+from infrarsi.search.history import best_ok, distinct, failed_keys, measured_fast, measured_keys
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
+from infrarsi.verification import ahead_of_baseline
 
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
 BANK_SEEDS = 3
@@ -56,7 +57,13 @@ class Strategy:
     seed: int = 0
     noise_cv: float = 0.0
     """Doctor's run-to-run CV of the step time: the time model never assumes less noise."""
+    min_speedup: float = math.inf
+    """Doctor's noise floor: a candidate measured faster than the baseline by more is always
+    re-verified, and the search does not call itself converged while the model disputes one
+    (infinite when no doctor report is given: only the ranking decides)."""
     bank: Any = None
+    bank_priors: PriorTable = field(default_factory=PriorTable)
+    """What the bank said, per key, before it was combined with the other priors (for the report)."""
     signature: Any = None
     hardware: Any = None
     space: SearchSpace | None = None
@@ -83,7 +90,8 @@ class Strategy:
         if self.name == "infrarsi":
             seeds = [s for s in self.seeds if space.is_valid(s)]
             self.sampler = InfraRSISampler(space, self.priors, seeds, seed=self.seed,
-                                           noise_floor=min(max(self.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR))
+                                           noise_floor=min(max(self.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
+                                           noise_cv=self.noise_cv or None, min_speedup=self.min_speedup)
         elif self.name == "random":
             self.sampler = RandomSampler(space, seed=self.seed)
         elif self.name == "greedy":
@@ -105,6 +113,20 @@ class Strategy:
         """Why the last ``propose`` returned None."""
         return getattr(self.sampler, "stop_reason", "") or "every candidate measured"
 
+    def to_verify(self, history: list[TrialResult], k: int) -> list[Candidate]:
+        """What re-verification reruns: the ``k`` best ranked ahead of the baseline, plus every
+        candidate measured faster than the baseline beyond doctor's noise floor that the ranking
+        leaves out (its model disagrees with a measurement) and the fastest measured one: what the
+        trials showed is checked, whatever the model believes."""
+        baseline = self.baseline()
+        ranked = self.top_candidates(history, max(k + 1, len(measured_keys(history))))
+        chosen = ahead_of_baseline(ranked, baseline, k)
+        keys = [c.key() for c in ranked]
+        ahead = set(keys[:keys.index(baseline.key())] if baseline.key() in keys else keys)
+        fast = measured_fast(history, baseline, self.contract.workload.planned_steps, self.min_speedup)
+        extra = [c for i, c in enumerate(fast) if i == 0 or c.key() not in ahead]
+        return distinct(chosen + extra)
+
     def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
         """What to re-verify: InfraRSI ranks by its model; peers by their best measured runs."""
         if isinstance(self.sampler, InfraRSISampler):
@@ -121,7 +143,31 @@ class Strategy:
     def prior_checks(self, history: list[TrialResult]) -> list[dict[str, Any]]:
         if self.space is None:
             return []
-        return [check.to_dict() for check in prior_checks(self.space, self.priors, history)]
+        return [check.to_dict() for check in prior_checks(self.space, self.priors, history,
+                                                          noise_cv=self.noise_cv or None)]
+
+    def bank_outcomes(self, history: list[TrialResult]) -> list[dict[str, Any]]:
+        """Each prior the bank contributed, what it said alone, and what this run made of it: flagged
+        (its trials contradict it, so it stopped steering the search), consistent, or not tried."""
+        if self.space is None or not len(self.bank_priors):
+            return []
+        checks = {c.key: c for c in prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None)
+                  if c.quantity == "time"}
+        out = []
+        for key in sorted(self.bank_priors):
+            bank, used, check = self.bank_priors.get(key), self.priors.get(key), checks.get(key)
+            tried = check is not None and check.n_trials > 0
+            outcome = ("not in this run's search space" if key not in self.space.setting_keys else
+                       "not tried in this run" if not tried else
+                       "flagged: this run's trials contradict it; it stopped steering the search"
+                       if check.miscalibrated else "consistent with this run's trials")
+            out.append({"key": key, "bank_mean": bank.time_log_mean, "bank_sd": bank.time_log_sd,
+                        "source": bank.source, "used_mean": used.time_log_mean, "used_sd": used.time_log_sd,
+                        "observed": check.observed if tried else None,
+                        "observed_sd": check.observed_sd if tried else None,
+                        "n_trials": check.n_trials if check else 0,
+                        "miscalibrated": bool(tried and check.miscalibrated), "outcome": outcome})
+        return out
 
     def memory_prices(self, history: list[TrialResult]) -> list[dict[str, Any]]:
         if self.space is None:
@@ -139,7 +185,7 @@ class Strategy:
         # Every setting gets a check, a neutral prior where the table had none: a finding is what
         # the trials showed, whatever was believed before.
         everything = PriorTable.of([neutral_prior(k) for k in self.space.setting_keys]).merged(self.priors)
-        for check in prior_checks(self.space, everything, history):
+        for check in prior_checks(self.space, everything, history, noise_cv=self.noise_cv or None):
             # A setting no trial held has only the ridge's shrunk zero to show: not a finding.
             if check.quantity != "time" or not math.isfinite(check.observed) or check.n_trials == 0:
                 continue
@@ -148,7 +194,7 @@ class Strategy:
             baseline = "off" if role == "patch" else self.contract.knob(name).default
             effects.append(EffectFinding(key=check.key, role=role, value=value or "on", baseline=baseline,
                                          time_log=check.observed, time_sd=max(check.observed_sd, 1e-3),
-                                         n=check.n_trials))
+                                         n=check.n_trials, noise_cv=self.noise_cv or None))
         verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else
                                  ("not_applicable" if c.status == "skipped" else c.status), detail=c.reason[:200])
                     for c in result.patch_checks]
@@ -178,17 +224,23 @@ def make_strategy(name: str, *, repo: Path, contract: Contract, doctor, seed: in
     answer = default_provider(load_llm_config(repo)).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
     strategy = Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
-                        hardware=hardware, noise_cv=doctor.noise.effective_cv)
+                        hardware=hardware, noise_cv=doctor.noise.effective_cv, min_speedup=doctor.noise.min_speedup)
     if use_bank:
         from infrarsi.bank import ExperienceBank, WorkloadSignature
 
         facts = doctor.model_facts if hasattr(doctor, "model_facts") else {}
-        strategy.bank = ExperienceBank(bank_url)
-        strategy.signature = WorkloadSignature.from_contract(contract, facts)
-        learned = strategy.bank.priors_for(strategy.signature, hardware.id, baselines=contract.defaults())
-        if len(learned):
-            strategy.priors = priors.merged(learned)
-            strategy.priors_source += f" + experience bank ({len(learned)} effects)"
-        if name == "infrarsi":
-            strategy.seeds = [s.candidate for s in strategy.bank.seeds(strategy.signature, hardware.id, k=BANK_SEEDS)]
+        use_experience(strategy, ExperienceBank(bank_url), WorkloadSignature.from_contract(contract, facts))
     return strategy
+
+
+def use_experience(strategy: Strategy, bank, signature) -> None:
+    """Read the bank into ``strategy``: its findings combined with the priors (a finding moves a
+    belief as far as its trials deserve, ``PriorTable.combined``), and its seeds for InfraRSI."""
+    strategy.bank, strategy.signature = bank, signature
+    hardware_id = strategy.hardware.id
+    strategy.bank_priors = bank.priors_for(signature, hardware_id, baselines=strategy.contract.defaults())
+    if len(strategy.bank_priors):
+        strategy.priors = strategy.priors.combined(strategy.bank_priors)
+        strategy.priors_source += f" + experience bank ({len(strategy.bank_priors)} effects)"
+    if strategy.name == "infrarsi":
+        strategy.seeds = [s.candidate for s in bank.seeds(signature, hardware_id, k=BANK_SEEDS)]

@@ -27,7 +27,7 @@ import numpy as np
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects
+from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects, noise_floored
 from infrarsi.search.effects import loosened, prior_startup_s, setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
 from infrarsi.priors.types import PriorTable
@@ -74,9 +74,12 @@ def time_data(space: SearchSpace, history: list[TrialResult]) -> TimeData:
 
 class TimeModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *,
-                 noise_floor: float = DEFAULT_NOISE_FLOOR):
-        """``noise_floor``: the smallest run-to-run sd of log step time to assume (doctor's CV)."""
+                 noise_floor: float = DEFAULT_NOISE_FLOOR, noise_cv: float | None = None):
+        """``noise_floor``: the smallest run-to-run sd of log step time to assume (doctor's CV).
+        ``noise_cv``: doctor's measured CV itself, when there is one: the prior checks hold each
+        trial to it (``prior_check.noise_floored``)."""
         self.space = space
+        self.noise_cv = noise_cv or None
         self.priors = priors or PriorTable()
         self.setting_prior = setting_priors(space, self.priors, "time")
         self._prior_startup = prior_startup_s(space, self.priors)
@@ -114,14 +117,16 @@ class TimeModel:
             mu, sd = self._predict_log_step(data.indicator[data.censored], with_noise=True)
             y[data.censored] = mean_above(mu, sd, data.y[data.censored])
         effects, sds = data_only_effects(data.indicator, y)
-        self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds)
+        sds = noise_floored(sds, data.indicator, self.noise_cv)
+        self.checks = check_all(self.space.setting_keys, self.priors, "time", data.indicator, effects, sds,
+                                noise_cv=self.noise_cv)
         self.miscalibrated = {c.key for c in self.checks if c.miscalibrated}
         # Neutral priors too: a 20x effect must land in its own setting, whatever was believed.
         # The setting indicators carry no order, so a knob's untried values are loosened with it
         # (on the contradicted value's side of the default, for ordered knobs).
         self.priors_in_use, _ = loosened(self.setting_prior, data.indicator, effects, sds,
                                          knobs=[self.space.knob_of(k) for k in self.space.setting_keys],
-                                         sides=self.space.setting_sides)
+                                         sides=self.space.setting_sides, noise_cv=self.noise_cv)
         self._fit_gp(data.indicator, y, optimize=True)
         self._fit_startup(history)
         self.fitted = True

@@ -62,6 +62,7 @@ def optimize(
     do_apply: bool = False,
     doctor_repeats: int = 3,
     storage: str | None = None,
+    use_bank: bool = True,
     on_event: EventSink = ignore,
     sandbox: bool = True,
 ) -> OptimizeResult:
@@ -92,8 +93,8 @@ def optimize(
         if not _doctor_is_current(repo):
             doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox)
             result.stages.append("doctor")
-        result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, on_event=on_event,
-                         sandbox=sandbox)
+        result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, use_bank=use_bank,
+                         on_event=on_event, sandbox=sandbox)
         result.stages.append("run")
         if result.run.status in ("error", "interrupted"):
             result.status, result.message = result.run.status, result.run.message

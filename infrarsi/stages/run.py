@@ -32,7 +32,7 @@ from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import load_doctor
 from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s,
                             hide_password)
-from infrarsi.verification import Rounds, Verdict, ahead_of_baseline, best_promoted, interleave, job_seconds
+from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds
 
 RUN_FILE = "run.json"
 ABORT_FACTOR = 1.5
@@ -103,6 +103,9 @@ class RunResult:
     prior_checks: list[dict[str, Any]] = field(default_factory=list)
     memory_prices: list[dict[str, Any]] = field(default_factory=list)
     priors_source: str = ""
+    bank_priors: list[dict[str, Any]] = field(default_factory=list)
+    """Each prior the experience bank contributed and what this run made of it
+    (``Strategy.bank_outcomes``)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -504,10 +507,10 @@ def _wait_for_outcome(session: _Session) -> tuple[int, dict[str, Any]] | None:
 
 def _verify(session: _Session, context, result: RunResult) -> None:
     history = session.store.history()
-    top = ahead_of_baseline(context.top_candidates(history, VERIFY_TOP + 1), context.baseline(), VERIFY_TOP)
+    top = context.to_verify(history, VERIFY_TOP)
     if not top:
         result.status = "no_promotion"
-        result.message = "no candidate ranked ahead of the baseline to verify"
+        result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
         return
     contract = session.contract
     result.verdicts, _ = interleave(
@@ -533,4 +536,5 @@ def _summarize(session: _Session, context, result: RunResult, skipped: list[Patc
     result.interrupted_s = session.store.interrupted_seconds()
     history = [s.result for s in stored]
     result.prior_checks = context.prior_checks(history)
+    result.bank_priors = context.bank_outcomes(history)
     result.memory_prices = context.memory_prices(history)

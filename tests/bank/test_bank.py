@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from infrarsi.bank import BestConfig, EffectFinding, ExperienceBank, PatchFinding, WorkloadSignature, resolve_url
-from infrarsi.bank.store import OTHER_HARDWARE_SD
+from infrarsi.bank.store import OTHER_HARDWARE_SD, UNKNOWN_NOISE_CV, finding_sd
 from infrarsi.contract import Contract, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.runner.result import Candidate
 
@@ -28,10 +28,14 @@ def signature(params=4_240_000, tokens=2048, device="cpu", active=None) -> Workl
 GPT = signature()
 
 
-def effect(key="batch_size=4", t=0.2, sd=0.05, m=-0.3, msd=0.05, baseline=16, n=4) -> EffectFinding:
+def effect(key="batch_size=4", t=0.2, sd=0.05, m=-0.3, msd=0.05, baseline=16, n=4, cv=0.02) -> EffectFinding:
     role, value = ("patch", "on") if key.startswith("patch:") else ("micro_batch", key.split("=")[1])
     return EffectFinding(key=key, role=role, value=value, baseline=baseline, time_log=t, time_sd=sd,
-                         mem_log=m, mem_sd=msd, n=n)
+                         mem_log=m, mem_sd=msd, n=n, noise_cv=cv)
+
+
+def trusted(t=0.2, sd=0.05, n=4, cv=0.02, days=0.0) -> float:
+    return finding_sd(t, sd, n, cv, days)
 
 
 def best(speedup, **knobs) -> BestConfig:
@@ -57,9 +61,10 @@ def test_a_run_reads_back(bank):
     assert seed.run_id == run_id and seed.candidate == Candidate(knobs={"batch_size": 32, "compile": False})
     assert (seed.speedup, seed.same_hardware, seed.similarity, seed.hardware) == (1.3, True, 1.0, "EPYC, 2 threads")
     assert seed.recorded_at.replace(tzinfo=timezone.utc) == when
-    prior = bank.priors_for(GPT, HERE).get("batch_size=4")
+    prior = bank.priors_for(GPT, HERE, now=when).get("batch_size=4")
     assert (prior.time_log_mean, prior.mem_log_mean) == pytest.approx((0.2, -0.3))
-    assert prior.time_log_sd == pytest.approx(0.05) and "4 trials in 1 run(s) on this hardware" in prior.source
+    assert prior.time_log_sd == pytest.approx(trusted()) and "4 trial(s) in 1 run(s) on this hardware" in prior.source
+    assert "run noise CV 2.0%" in prior.source
     (finding, sim, same), = bank.verdicts(GPT, HERE)["sdpa_attention"]
     assert (finding.verdict, finding.time_log, sim, same) == ("ok", -0.02, 1.0, True)
 
@@ -90,24 +95,96 @@ def test_priors_are_tight_on_the_same_hardware_and_widened_on_other_hardware(ban
     bank.record_run(signature=GPT, hardware_id=THERE, hardware="8 threads", effects=[effect(t=0.5, sd=0.05)])
     here = bank.priors_for(GPT, HERE).get("batch_size=4")
     assert here.time_log_mean == pytest.approx(0.5)
-    assert here.time_log_sd == pytest.approx(math.hypot(0.05, OTHER_HARDWARE_SD))
+    assert here.time_log_sd == pytest.approx(math.hypot(trusted(t=0.5), OTHER_HARDWARE_SD), rel=1e-4)
     assert "other hardware (8 threads)" in here.source
 
     bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=[effect(t=0.1, sd=0.05)])
     here = bank.priors_for(GPT, HERE).get("batch_size=4")
-    assert (here.time_log_mean, here.time_log_sd) == pytest.approx((0.1, 0.05))  # own hardware wins outright
+    assert (here.time_log_mean, here.time_log_sd) == pytest.approx((0.1, trusted(t=0.1)), rel=1e-4)  # own hardware wins
 
 
 def test_repeated_findings_pool_and_other_workloads_widen_more(bank):
     for t in (0.1, 0.3):
         bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=[effect(t=t, sd=0.1)])
     pooled = bank.priors_for(GPT, HERE).get("batch_size=4")
-    assert pooled.time_log_mean == pytest.approx(0.2) and pooled.time_log_sd == pytest.approx(0.1 / math.sqrt(2))
+    assert pooled.time_log_mean == pytest.approx(0.2)
+    assert pooled.time_log_sd == pytest.approx(trusted(sd=0.1) / math.sqrt(2), rel=1e-4)  # two runs, not one
 
     bigger = signature(params=17_000_000)
     bank.record_run(signature=bigger, hardware_id=HERE, hardware="2 threads", effects=[effect("batch_size=2")])
     far = bank.priors_for(GPT, HERE).get("batch_size=2")
     assert far.time_log_sd > 0.05 and "similarity" in far.source
+
+
+def test_a_finding_is_never_surer_than_the_noise_of_the_trials_it_came_from(bank):
+    """The issue's busy-machine run: one disturbed trial read back as x11.93 [11.70, 12.17]."""
+    day = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    twelve = EffectFinding(key="threads=2", role="threads", value=2, baseline=1, time_log=math.log(11.93),
+                           time_sd=0.01, n=1, noise_cv=0.03)
+    bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=[twelve], recorded_at=day)
+    lone = bank.priors_for(GPT, HERE, now=day).get("threads=2")
+    # One trial cannot tell an effect from a disturbed run: its band reaches back to "no effect".
+    assert lone.time_log_sd >= lone.time_log_mean > 2.4
+    # More trials narrow a finding, never below what the run's noise allows n trials against a baseline.
+    sds = {}
+    for n, cv in ((2, 0.03), (3, 0.03), (6, 0.03), (6, 0.10)):
+        sds[n, cv] = trusted(t=0.14, sd=0.01, n=n, cv=cv)
+        assert sds[n, cv] > math.sqrt(2) * cv / math.sqrt(n)
+    assert sds[2, 0.03] > sds[3, 0.03] > sds[6, 0.03] and sds[6, 0.10] > sds[6, 0.03]
+    # Age widens; so do one run against two (a run shifts all its findings together).
+    assert trusted(days=365) > trusted(days=30) > trusted()
+    sdpa = [effect("patch:sdpa_attention", t=math.log(1.15), sd=0.01, n=3, cv=0.03, baseline="off")]
+    bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=sdpa, recorded_at=day)
+    one_run = bank.priors_for(GPT, HERE, now=day).get("patch:sdpa_attention").time_log_sd
+    bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=sdpa, recorded_at=day)
+    two_runs = bank.priors_for(GPT, HERE, now=day).get("patch:sdpa_attention").time_log_sd
+    assert one_run > 0.05 and two_runs == pytest.approx(one_run / math.sqrt(2))
+    # Another fingerprint and a less alike workload widen further.
+    assert bank.priors_for(GPT, THERE, now=day).get("patch:sdpa_attention").time_log_sd > two_runs
+    assert bank.priors_for(signature(params=9_000_000), HERE, now=day).get("patch:sdpa_attention").time_log_sd > two_runs
+
+
+def test_a_bank_written_before_the_noise_was_stored_is_migrated_and_read_as_noisy(bank_url):
+    """An older InfraRSI's bank has no noise_cv column: opening it adds the column, and its rows
+    read as measured on a shared machine (UNKNOWN_NOISE_CV)."""
+    from sqlalchemy import inspect, text
+
+    with ExperienceBank(bank_url) as bank:
+        run_id = bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads")
+        with bank.engine.begin() as conn:
+            conn.execute(text("ALTER TABLE bank_effects DROP COLUMN noise_cv"))
+            conn.execute(text("INSERT INTO bank_effects (run_id, key, role, value, baseline, time_log, time_sd, n) "
+                              "VALUES (:run, 'batch_size=4', 'micro_batch', '4', '16', 0.2, 0.01, 3)"), {"run": run_id})
+        assert "noise_cv" not in {c["name"] for c in inspect(bank.engine).get_columns("bank_effects")}
+    with ExperienceBank(bank_url) as bank:
+        assert "noise_cv" in {c["name"] for c in inspect(bank.engine).get_columns("bank_effects")}
+        prior = bank.priors_for(GPT, HERE).get("batch_size=4")
+        assert prior.time_log_sd == pytest.approx(finding_sd(0.2, 0.01, 3, UNKNOWN_NOISE_CV, 0.0), rel=1e-3)
+        assert "run noise unknown" in prior.source
+        (run,) = bank.runs()
+        assert run.effects[0].noise_cv is None
+        bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=[effect(cv=0.04)])
+        assert sorted(e.noise_cv or 0 for r in bank.runs() for e in r.effects) == [0, 0.04]
+
+
+def test_findings_are_forgotten_by_id_key_run_and_date(bank):
+    old, new = datetime(2025, 1, 1, tzinfo=timezone.utc), datetime(2026, 6, 1, tzinfo=timezone.utc)
+    first = bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", recorded_at=old,
+                            effects=[effect(), effect("patch:sdpa_attention", baseline="off")],
+                            verdicts=[PatchFinding(patch="sdpa_attention", verdict="ok")])
+    second = bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", recorded_at=new,
+                             effects=[effect(), effect("batch_size=8")], best=[best(1.3, batch_size=8)])
+    assert [r.id for r in bank.runs()] == [first, second]
+    eight = next(e.id for e in bank.runs()[1].effects if e.key == "batch_size=8")
+    assert bank.forget(finding=str(eight)).effects == 1 and "batch_size=8" not in bank.priors_for(GPT, HERE)
+    gone = bank.forget(finding="patch:sdpa_attention")
+    assert (gone.effects, gone.verdicts) == (1, 1) and not bank.verdicts(GPT, HERE)
+    gone = bank.forget(before=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert (gone.runs, gone.effects) == (1, 1) and [r.id for r in bank.runs()] == [second]
+    gone = bank.forget(run_id=second)
+    assert (gone.runs, gone.effects, gone.best) == (1, 1, 1) and not bank.runs() and not bank.seeds(GPT, HERE)
+    with pytest.raises(ValueError, match="exactly one"):
+        bank.forget(finding="x", run_id="y")
 
 
 def test_effects_against_another_default_are_not_used(bank):

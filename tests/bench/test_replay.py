@@ -132,3 +132,16 @@ def test_metrics_on_hand_made_records():
     c = metrics.curve([run_a, run_b], 3)
     assert list(c["median"]) == [1.0, 1.1, 1.25]
     assert "| a | 2 | 2 (3) | 1.250x" in report.summary_table({"a": [run_a, run_b]}, 1.5, 3)
+
+
+def test_a_bad_run_bank_holds_each_settings_slowest_run_as_one_sure_trial(table):
+    from bench.tuners.replay import BAD_RUN_SD, bad_findings
+
+    findings = {f.key: f for f in bad_findings(table)}
+    # micro-batch 8 alone never fits: a bad run has no step time for it either.
+    assert set(findings) == {"micro_batch_size=4", "activation_checkpointing=True", "dtype=bfloat16",
+                             "patch:sdpa_attention"}
+    base_fastest = 1.0  # the baseline's two runs: step 1.0 and 1.02
+    sdpa = findings["patch:sdpa_attention"]
+    assert math.exp(sdpa.time_log) == pytest.approx(0.9 * 1.02 / base_fastest)
+    assert (sdpa.n, sdpa.time_sd, sdpa.baseline, sdpa.value) == (1, BAD_RUN_SD, "off", "on")

@@ -46,3 +46,22 @@ def test_an_unreadable_goal_is_a_clear_error_and_writes_nothing(tmp_path, capsys
     assert "Try one of" in capsys.readouterr().err
     assert not (repo / ".infrarsi").exists()
     assert tree_digest(repo) == before_tree and git_state(repo) == before_git
+
+
+def test_no_bank_neither_reads_nor_writes_the_experience_bank(prepared, capsys):
+    import json
+    import os
+
+    from infrarsi.bank import EffectFinding, ExperienceBank, WorkloadSignature
+
+    url = os.environ["INFRARSI_BANK_URL"]  # this test's own bank (tests/conftest.py)
+    with ExperienceBank(url) as bank:
+        planted = bank.record_run(
+            signature=WorkloadSignature.from_contract(load_contract(prepared), {}), hardware_id="any", hardware="any",
+            effects=[EffectFinding(key="threads=2", role="threads", value=2, baseline=1, time_log=2.48, time_sd=0.01)])
+    assert main(["optimize", str(prepared), "faster, at most 3 trials", "--no-bank", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stages"] == ["run", "report"] and "experience bank" not in out["run"]["priors_source"]
+    assert out["run"]["bank_priors"] == []
+    with ExperienceBank(url) as bank:
+        assert [r.id for r in bank.runs()] == [planted]
