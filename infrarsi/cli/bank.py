@@ -88,6 +88,7 @@ def render(result: ShowResult) -> None:
         for column in ("setting", "bank prior (± 1 sd)", "from"):
             table.add_column(column)
         for p in result.workload.priors:
-            table.add_row(escape(p["key"]), f"×{p['factor']:.2f} [{p['low']:.2f}, {p['high']:.2f}]", escape(p["source"]))
+            band = f"×{p['factor']:.2f} [{p['low']:.2f}, {p['high']:.2f}]"
+            table.add_row(escape(p["key"]), band, escape(p["source"]))
         console.print(table)
     console.print(result.message)

@@ -141,7 +141,8 @@ def test_a_finding_is_never_surer_than_the_noise_of_the_trials_it_came_from(bank
     assert one_run > 0.05 and two_runs == pytest.approx(one_run / math.sqrt(2))
     # Another fingerprint and a less alike workload widen further.
     assert bank.priors_for(GPT, THERE, now=day).get("patch:sdpa_attention").time_log_sd > two_runs
-    assert bank.priors_for(signature(params=9_000_000), HERE, now=day).get("patch:sdpa_attention").time_log_sd > two_runs
+    farther = bank.priors_for(signature(params=9_000_000), HERE, now=day)
+    assert farther.get("patch:sdpa_attention").time_log_sd > two_runs
 
 
 def test_a_bank_written_before_the_noise_was_stored_is_migrated_and_read_as_noisy(bank_url):
