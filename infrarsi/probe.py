@@ -69,8 +69,12 @@ def _open():
     """Open the output on first use; None when the probe is off."""
     global _out, _last
     if _out is None:
-        if _launcher() is not None:
-            return _launcher()
+        launcher = _launcher()
+        if launcher is not None:
+            if _last is None:
+                _last = time.perf_counter()
+                launcher.send({"kind": "start"})
+            return launcher
         path = _path()
         if path is None:
             return None

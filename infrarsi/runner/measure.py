@@ -250,8 +250,8 @@ def split_warmup(steps: list[Step], warmup_steps: int, total_steps: int) -> tupl
 
 
 def mean_phases(steps: list[Step]) -> dict[str, float]:
-    """Mean seconds per step in each phase over the ``steps`` that report phases (the last step of
-    a run the launcher stopped never gets to report its probe phases)."""
+    """Mean seconds per step in each phase over the ``steps`` that report phases (a step killed
+    before its probe.step() reports none)."""
     phased = [s for s in steps if s.phases]
     if not phased:
         return {}

@@ -184,6 +184,7 @@ class DoctorReport:
             losses=noise.LossSpread.from_dict(data["losses"]),
             reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
             efficiency=Efficiency(**eff),
+            param_checksum=data.get("param_checksum"),
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),
             wall_s=float(data.get("wall_s", 0.0)),

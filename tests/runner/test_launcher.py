@@ -144,6 +144,31 @@ def test_a_job_lying_about_its_time_is_timed_at_its_real_pace(tmp_path):
     assert min(result.step_times) > 0.04 and result.tokens_per_step == 32
 
 
+PROBE_ONLY = """
+    import time
+    from infrarsi import probe
+
+    # No torch: the probe's calls are the steps. Its own clock runs 50x fast, so its dt would lie.
+    real = time.perf_counter
+    time.perf_counter = lambda: real() * 50
+    for it in range(1000):
+        with probe.phase("forward"):
+            time.sleep(0.05)
+        probe.step(loss=4.0 * 0.9**it, tokens=32)
+"""
+
+
+def test_a_job_without_torch_is_stepped_by_its_probe_and_timed_by_infrarsi(tmp_path):
+    repo, contract = job(tmp_path, PROBE_ONLY)
+    result = trial(repo, contract, check_loss=True)
+    assert result.status is TrialStatus.OK, result.detail
+    assert len(result.losses) == STEPS and result.tokens_per_step == 32
+    assert sum(result.step_times) >= 4 * 0.05 - 0.005 and max(result.step_times) < 0.5, result.step_times
+    assert result.startup_s is not None and result.flops_per_step is None and result.param_checksum is None
+    records = [json.loads(line) for line in open(result.probe_path)]
+    assert {r["via"] for r in records if r["kind"] == "step"} == {"probe"}
+
+
 FORGED_RECORDS = """
     import json, os, time
 

@@ -5,9 +5,10 @@ installed the moment the job imports torch (never earlier: a helper process that
 must not pay for importing it). Standard library and torch only. What counts, exactly
 (docs/launcher.md has the record format):
 
-- A step ends when the first optimizer the job stepped steps again (``register_optimizer_step_post_hook``;
+- A step ends when the first optimizer the job stepped steps (``register_optimizer_step_post_hook``;
   a GAN's D and G make one step per cycle of D). With no optimizer ever constructed, each
-  ``backward()`` ends a step (hand-written updates).
+  ``backward()`` ends a step (hand-written updates). A process whose first step signal is a
+  ``probe.step()`` call (a job without torch) is stepped by those calls instead.
 - Its loss is the sum of the scalars ``backward()`` ran on since the previous step (unscaled when a
   ``GradScaler`` scaled them), so gradient accumulation with ``loss / accum`` keeps the batch loss.
 - Tokens and samples: the first tensor argument of each grad-enabled call of the *counted* module,
@@ -17,7 +18,8 @@ must not pay for importing it). Standard library and torch only. What counts, ex
   (evaluation) and inputs that require grad (a generator's output fed to its critic) never count.
 - FLOPs: ``FlopCounterMode`` around warm-up step 1 (step 0 when it is the only warm-up step).
 - Peak device memory per step on CUDA (max allocated, reset every step); peak RSS at exit on CPU.
-- After ``INFRARSI_STEPS`` steps the job is stopped here: an exit record (peak memory, a float64
+- After ``INFRARSI_STEPS`` steps the job is stopped here (in a script that uses the probe, at its
+  ``probe.step()`` for the last step, so that step's phases arrive too): an exit record (peak memory, a float64
   checksum of the parameters the optimizers hold) and ``os._exit(0)``.
 """
 
@@ -94,6 +96,9 @@ class _Observer:
         """Per-process counters (again in a forked child, which reports as itself)."""
         self.pid = os.getpid()
         self.step = 0
+        self.via = None
+        self.probed = False
+        self.stop_pending = False
         self.started = False
         self.stopped = False
         self.losses = []
@@ -159,7 +164,7 @@ class _Observer:
 
     def after_backward(self) -> None:
         if self.optimizers_made == 0:
-            self.boundary()
+            self.boundary("backward")
 
     def after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if id(optimizer) not in self.optimizers:
@@ -167,23 +172,38 @@ class _Observer:
         if self.first_optimizer is None:
             self.first_optimizer = weakref.ref(optimizer)
         if self.first_optimizer() is optimizer:
-            self.boundary()
+            self.boundary("optimizer")
+
+    def probe_step(self, record: dict) -> None:
+        """A ``probe.step()`` call: phases for the step the hooks ended, or the step boundary itself
+        in a process that had no other before its first one."""
+        self.channel.send(record)
+        self.probed = True
+        if self.via in (None, "probe"):
+            self.boundary("probe", loss=record.get("loss"), tokens=record.get("tokens"))
+        elif self.stop_pending:
+            self.stop()
 
     # --- steps ----------------------------------------------------------------------------------
 
-    def boundary(self) -> None:
-        if os.getpid() != self.pid or self.stopped:
+    def boundary(self, via: str, *, loss=None, tokens=None) -> None:
+        """The end of a step, signalled ``via`` optimizer, backward or probe (the first kind seen
+        in this process is the only one that counts in it)."""
+        if os.getpid() != self.pid or self.stopped or self.stop_pending or self.via not in (None, via):
             return
+        self.via = via
         torch = self.torch
-        # float() waits for the device: the step is over when its record is written.
-        loss = sum(float(x) for x in self.losses) if self.losses else None
-        record = {"kind": "step", "step": self.step, "loss": loss, "tokens": self.tokens or None,
+        if via != "probe":
+            # float() waits for the device: the step is over when its record is written.
+            loss = sum(float(x) for x in self.losses) if self.losses else None
+            tokens = self.tokens or None
+        record = {"kind": "step", "step": self.step, "via": via, "loss": loss, "tokens": tokens,
                   "samples": self.samples or None}
         if self.flop_mode is not None:
             self.flop_mode.__exit__(None, None, None)
             record["flops"] = int(self.flop_mode.get_total_flops())
             self.flop_mode = None
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             peak = int(torch.cuda.max_memory_allocated())
             self.peak = max(self.peak, peak)
             record["peak_bytes"] = peak
@@ -193,8 +213,12 @@ class _Observer:
         self.step += 1
         self.losses, self.tokens, self.samples = [], 0, 0
         if self.total and self.step >= self.total:
-            self.stop()
-        if self.step == self.flop_step:
+            if self.probed and via != "probe":
+                # The script's probe.step() for this step comes next: wait for its phases.
+                self.stop_pending = True
+            else:
+                self.stop()
+        if self.step == self.flop_step and torch is not None:
             self.count_flops()
 
     def count_flops(self) -> None:
@@ -221,7 +245,7 @@ class _Observer:
     def send_exit(self) -> None:
         self.stopped = True
         torch = self.torch
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             peak, device = max(self.peak, int(torch.cuda.max_memory_allocated())), "cuda"
         else:
             peak, device = _peak_rss(), "cpu"
@@ -233,6 +257,8 @@ class _Observer:
         """float64 sum and sum of squares over the parameters the optimizers hold (the top-level
         modules' parameters when there is no optimizer)."""
         torch = self.torch
+        if torch is None:
+            return None, None, 0
         params = {}
         optimizers = [ref() for ref in self.optimizers.values()]
         for optimizer in optimizers:
@@ -296,7 +322,16 @@ _observer = None
 
 def send(record: dict) -> None:
     """For ``infrarsi.probe``: a model or probe record on the same channel."""
-    if _observer is not None:
+    if _observer is None:
+        return
+    if record.get("kind") == "probe":
+        _observer.probe_step(record)
+    elif record.get("kind") == "start":
+        # The probe's first call starts step 0 only in a process without torch; with torch, the
+        # first forward or backward does.
+        if _observer.torch is None and not _observer.started:
+            _observer.start()
+    else:
         _observer.channel.send(record)
 
 
