@@ -297,7 +297,7 @@ class _Trial:
         if not steps:
             return TrialStatus.CRASH, (
                 "the run exited and the launcher saw no step: no process of the job imported torch and "
-                "then called backward() or an optimizer's step() (a `python -S` or `-I` job never loads "
+                "then called backward() or an optimizer's step() (a `python -S`, `-E` or `-I` job never loads "
                 f"the launcher); records in {self.probe_path.name}, output in {self.log_path.name}"
             )
         if len(steps) < self.spec.total_steps:

@@ -1,4 +1,4 @@
-"""A torchrun group: per-rank probe files, the slowest rank's time, memory per rank, every worker killed."""
+"""A torchrun group: per-rank launcher records, the slowest rank's time, memory per rank, every worker killed."""
 
 import re
 
@@ -57,6 +57,9 @@ def test_each_rank_is_held_to_the_budget_not_their_sum(make_repo, torch_rss):
     assert 100 * MB < first < second < budget
     assert 80 * MB < second - first < 120 * MB
     assert result.peak_bytes == second and first + second > budget
+    # Each rank's optimizer steps, seen by the launcher: tokens and samples summed over the ranks.
+    assert result.source == "launcher" and len(result.losses) == 6
+    assert result.tokens_per_step == 32 and result.samples_per_step == 4
 
 
 def test_a_rank_above_the_budget_is_named_and_the_group_killed(make_repo, torch_rss):
