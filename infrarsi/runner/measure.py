@@ -7,8 +7,8 @@ backward). The job's own clock, prints and log lines are never a source of step 
 stamps in the records only serve to check that the records are what they claim (:data:`CLOCK_TOLERANCE`).
 
 Each process that steps is a stream (torchrun: one per rank). A step counts once every expected
-stream has reported it; it ends when the last of them did, so a group runs at its slowest rank's
-pace. Tokens and samples are summed over the streams (every rank's share of the batch), the loss
+stream has reported it; its time is the slowest stream's (each stream's from its own previous
+record), so a group runs at its slowest rank's pace. Tokens and samples are summed over the streams (every rank's share of the batch), the loss
 is their mean, FLOPs are summed, peak memory is the largest.
 """
 
@@ -32,7 +32,7 @@ this many seconds when more: the difference is only how late the last record was
 class Step:
     index: int
     dt: float
-    """Seconds by InfraRSI's clock; for a group, until its slowest rank reported the step."""
+    """Seconds by InfraRSI's clock; for a group, the slowest rank's."""
     loss: float
     tokens: int | None
     """All ranks' tokens; None when the counted module's inputs were not integers."""
@@ -181,30 +181,30 @@ class StepFeed:
         waiting = self._expected is not None and len(streams) < self._expected
         if not streams or (waiting and not self._finished):
             return []
-        starts = [s.start for s in streams]
-        previous = max(a.at for a in starts) if None not in starts else self._launched_at
-        previous_job = max(float(a.record.get("t", a.at)) for a in starts) if None not in starts else None
+        # Where each stream's step 0 starts: its start record (else the launch), by both clocks.
+        previous = [s.start.at if s.start is not None else self._launched_at for s in streams]
+        previous_job = [_stamp(s.start) if s.start is not None else None for s in streams]
         steps = []
         for i in range(min(len(s.steps) for s in streams)):
             arrivals = [s.steps[i] for s in streams]
             records = [a.record for a in arrivals]
-            slowest = max(range(len(streams)), key=lambda k: arrivals[k].at)
-            done = arrivals[slowest].at
-            stamps = [r.get("t") for r in records]
-            job_done = max(stamps) if all(isinstance(t, (int, float)) for t in stamps) else None
+            spans = [a.at - before for a, before in zip(arrivals, previous)]
+            slowest = max(range(len(streams)), key=lambda k: spans[k])
+            stamps = [_stamp(a) for a in arrivals]
+            job_spans = [t - before for t, before in zip(stamps, previous_job) if t is not None and before is not None]
             probes = [s.probe.get(i, {}) for s in streams]
             steps.append(Step(
                 index=i,
-                dt=done - previous,
+                dt=spans[slowest],
                 loss=_mean([r.get("loss") for r in records]) if any(r.get("loss") is not None for r in records)
                 else _number(probes[0].get("loss")),
                 tokens=_total([r.get("tokens") for r in records]) or _total([p.get("tokens") for p in probes[:1]]),
                 samples=_total([r.get("samples") for r in records]),
                 phases={k: float(v) for k, v in (probes[slowest].get("phases") or probes[0].get("phases") or {}).items()},
-                job_dt=job_done - previous_job if job_done is not None and previous_job is not None else None,
+                job_dt=max(job_spans) if len(job_spans) == len(streams) else None,
                 peak_bytes=max((int(r["peak_bytes"]) for r in records if r.get("peak_bytes") is not None), default=None),
             ))
-            previous, previous_job = done, job_done
+            previous, previous_job = [a.at for a in arrivals], stamps
         return steps
 
     def _flops(self, stream: _Stream) -> int | None:
@@ -224,6 +224,12 @@ def _clock_problem(steps: list[Step]) -> str:
         return (f"the job's clock disagrees with InfraRSI's: its records say {len(timed)} steps took "
                 f"{theirs:.3f} s, InfraRSI saw them arrive over {ours:.3f} s")
     return ""
+
+
+def _stamp(arrival: Arrival) -> float | None:
+    """The job-side stamp of a record, when it has a usable one."""
+    t = arrival.record.get("t")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
 
 
 def _number(value) -> float:

@@ -50,13 +50,14 @@ def test_ranks_merge_at_the_slowest_rank_summing_tokens_and_averaging_the_loss()
     arrivals.add(1.1, "start", pid=2, rank=1)
     arrivals.add(2.0, "step", pid=2, rank=1, step=0, loss=3.0, tokens=16)
     merged = feed.poll()
-    # Step 0 starts once every rank has started (1.1) and ends when the last reports it (2.0).
+    # Each rank's step 0 runs from its own start: 0.5 s for rank 0, 0.9 s for rank 1, the slowest.
     assert [(s.index, round(s.dt, 6), s.loss, s.tokens) for s in merged] == [(0, 0.9, 2.5, 32)]
     arrivals.add(2.2, "step", pid=2, rank=1, step=1, loss=1.0, tokens=16)
     arrivals.add(2.3, "exit", pid=2, rank=1, peak_bytes=900, device="cpu")
     arrivals.add(2.3, "exit", pid=1, rank=0, peak_bytes=700, device="cpu")
     report = feed.finish()
-    assert [round(s.dt, 6) for s in report.steps] == [0.9, 0.2] and report.exit_peak_bytes == 900
+    # Step 1: rank 0 took 0.4 s (1.5 to 1.9), rank 1 0.2 s (2.0 to 2.2).
+    assert [round(s.dt, 6) for s in report.steps] == [0.9, 0.4] and report.exit_peak_bytes == 900
 
 
 def test_a_job_stamping_records_with_another_clock_is_named():
