@@ -1,7 +1,7 @@
 """Where a trial runs: a bubblewrap sandbox around the workspace, and a process lifetime bound to it.
 
 The sandbox (``bwrap``) gives the trial a root of its own: the system, the Python interpreter and
-its packages read-only; the workspace (and the directory the trial's records go to) writable; a
+its packages read-only; the workspace (the repo copy, the trial's home and the launcher's record channel) writable; a
 private ``/tmp``, ``/dev/shm`` and home; no network unless the contract says the job needs it
 (``[sandbox] network = true``); ``/dev/nvidia*`` passed through. The user's repository and home
 are not mounted, so nothing the trial runs can read or write them. The trial is pid 1's child in
@@ -45,8 +45,6 @@ HIDDEN_DIRS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private")
 OWNER_FILE = ".infrarsi-owner"
 """In each workspace: ``<pid> <process start time>`` of the InfraRSI that made it."""
 WORKSPACE_PREFIX = "infrarsi-trial-"
-RECORDS_DIR = ".records"
-"""In the workspace directory: where the sandbox mounts the trial's records folder."""
 CGROUP_PREFIX = "infrarsi-"
 
 
@@ -89,26 +87,12 @@ class Mounts:
     cwd: Path
     repo: Path
     """The user's repository: never mounted."""
-    records: Path | None = None
-    """Where the trial's records (probe files) go, outside the workspace: mounted writable at
-    :attr:`records_inside`, so the trial never learns a path of the user's."""
     read_only: list[Path] = field(default_factory=list)
     """More read-only paths (the contract's ``[sandbox] read_only``: data outside the repo)."""
     writable: list[Path] = field(default_factory=list)
     """More writable folders at their own paths (a cache InfraRSI shares between trials, such as a
     ``PYTHONPYCACHEPREFIX``); never the user's repo or home."""
     network: bool = False
-
-    @property
-    def records_inside(self) -> Path:
-        return self.workspace / RECORDS_DIR
-
-    def inside(self, path: Path) -> Path:
-        """Where the trial sees ``path``: moved when it is under :attr:`records`, else as it is
-        (the workspace is at the same path inside and out)."""
-        if self.records is None or not _within(Path(path), self.records):
-            return Path(path)
-        return self.records_inside / Path(path).relative_to(self.records)
 
 
 def _within(path: Path, other: Path) -> bool:
@@ -190,9 +174,6 @@ def wrap(argv: list[str], mounts: Mounts) -> list[str]:
         if _within(mounts.repo.resolve(), path) or _within(path, mounts.repo.resolve()) or _within(Path.home(), path):
             raise ValueError(f"{path} would expose the user's repository or home to the trial")
         out += ["--bind", str(path), str(path)]
-    if mounts.records is not None:
-        mounts.records_inside.mkdir(exist_ok=True)
-        out += ["--bind", str(mounts.records), str(mounts.records_inside)]
     out += ["--remount-ro", "/", "--chdir", str(mounts.cwd), "--", *argv]
     return out
 
