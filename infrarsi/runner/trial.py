@@ -11,7 +11,6 @@ one record per step over a FIFO in the workspace, timed here on arrival (:mod:`i
 
 from __future__ import annotations
 
-import os
 import signal
 import statistics
 import time
@@ -180,7 +179,7 @@ class _Trial:
         env = trial_environment(home=workspace.home, declared=policy.env,
                                 runner=launcher_env(channel.path, steps=self.spec.total_steps,
                                                     warmup_steps=self.contract.workload.warmup_steps,
-                                                    pythonpath=os.environ.get("PYTHONPATH")))
+                                                    pythonpath=policy.env.get("PYTHONPATH")))
         launched = time.monotonic()
         try:
             self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)

@@ -125,5 +125,8 @@ def torch_rss() -> int:
 def nothing_left_behind():
     """Every runner test must leave no process of its own running."""
     yield
-    survivors = [p for p in psutil.Process().children(recursive=True) if alive(p.pid)]
+    # A process orphaned by a killed InfraRSI is reparented to this one (a subreaper, once a test made
+    # it one) and may still be exiting: give it a moment, and reap it.
+    _, survivors = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=5)
+    survivors = [p for p in survivors if alive(p.pid)]
     assert not survivors, f"processes left behind: {[(p.pid, p.cmdline()) for p in survivors]}"

@@ -3,16 +3,19 @@ of which calls the probe or has a max-steps option unless the test says so."""
 
 from __future__ import annotations
 
+import statistics
+
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from infrarsi.contract import Knob
+from infrarsi.contract import Knob, SandboxPolicy
 from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -141,7 +144,8 @@ def test_a_job_lying_about_its_time_is_timed_at_its_real_pace(tmp_path):
     assert result.status in (TrialStatus.OK, TrialStatus.CONTRACT), result.detail
     # Never faster than it ran: each step sleeps 50 ms of real time.
     assert result.step_times and sum(result.step_times) >= 4 * 0.05 - 0.005, result.step_times
-    assert min(result.step_times) > 0.04 and result.tokens_per_step == 32
+    # One arrival read late (a loaded machine) shortens the next interval, never the sum or the median.
+    assert statistics.median(result.step_times) > 0.045 and result.tokens_per_step == 32
 
 
 PROBE_ONLY = """
@@ -274,12 +278,12 @@ def test_flops_match_the_analytic_count_and_the_checksum_the_trained_weights(tmp
     assert all(r["arrived"] >= r["t"] for r in records)
 
 
-def test_the_users_own_sitecustomize_still_runs(tmp_path, monkeypatch):
-    theirs = tmp_path / "theirs"
-    theirs.mkdir()
-    (theirs / "sitecustomize.py").write_text("print('their sitecustomize ran', flush=True)\n")
-    monkeypatch.setenv("PYTHONPATH", str(theirs))
+def test_the_users_own_sitecustomize_still_runs(tmp_path):
     repo, contract = job(tmp_path, MLP)
+    (repo / "theirs").mkdir()
+    (repo / "theirs" / "sitecustomize.py").write_text("print('their sitecustomize ran', flush=True)\n")
+    # The job's own PYTHONPATH, declared in the contract (InfraRSI's environment is not passed on).
+    contract = replace(contract, sandbox=SandboxPolicy(env={"PYTHONPATH": "theirs"}))
     result = trial(repo, contract)
     assert result.status is TrialStatus.OK, result.detail
     assert "their sitecustomize ran" in Path(result.log_path).read_text()

@@ -163,7 +163,9 @@ def test_stale_cleanup_spares_live_owners_and_unmarked_folders(tmp_path):
     stamp = f"{gone.pid} {psutil.Process(gone.pid).create_time():.3f}"
     gone.wait()
     (dead / sandbox.OWNER_FILE).write_text(stamp)
-    assert sandbox.remove_stale(tmp_path) == [dead]
+    # Cgroups a dead InfraRSI elsewhere on this machine left are removed too: only the folders here count.
+    removed = sandbox.remove_stale(tmp_path)
+    assert [path for path in removed if tmp_path in path.parents] == [dead]
     assert mine.exists() and unmarked.exists() and not dead.exists()
 
 
