@@ -21,6 +21,7 @@ STATE_DIR = ".infrarsi"
 CONTRACT_FILE = "contract.toml"
 
 KnobValue = bool | int | float | str
+LAUNCHERS = ("python", "torchrun", "accelerate")
 
 # Knob roles the catalog knows; "workload" knobs are invariants, "unknown" ones stay fixed.
 ROLES = (
@@ -102,10 +103,23 @@ class Workload:
     entry: str
     """Entry-point script, relative to the repo root."""
     command: list[str]
-    """Base argv run from ``cwd``; knob flags are appended (``python train.py``, ``torchrun …``)."""
+    """Base argv run from ``cwd`` (``python train.py``, ``torchrun …``, or the owner's own command
+    given after ``--``); a knob's flag replaces the command's own setting of it, else is appended."""
     cwd: str = "."
+    """Where the command runs, relative to the repo root."""
     launcher: str = "python"
-    """python | torchrun."""
+    """python | torchrun | accelerate (``accelerate launch``)."""
+    module: str = ""
+    """For ``python -m pkg.train``: the module name (``entry`` is its file)."""
+    command_from: str = "init"
+    """init: the command init chose; user: the owner's command, given after ``--``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables every run sets (the command's ``K=V`` prefix)."""
+    overrides: dict[str, KnobValue] = field(default_factory=dict)
+    """Knob values every trial sets so that the job runs on this machine (a device it has);
+    ``notes`` says why. Flag knobs are passed on the command line, others written into source."""
+    notes: list[str] = field(default_factory=list)
+    """What init changed about the baseline and why, for the report."""
     knob_style: str = "argparse"
     """argparse | globals | dataclass: how the entry point reads its knobs."""
     args: dict[str, KnobValue] = field(default_factory=dict)
@@ -130,8 +144,19 @@ class Workload:
     def __post_init__(self) -> None:
         if not self.command:
             raise ContractError("workload.command", "must not be empty")
-        if self.launcher not in ("python", "torchrun"):
-            raise ContractError("workload.launcher", f"must be python or torchrun, got {self.launcher!r}")
+        if self.launcher not in LAUNCHERS:
+            raise ContractError("workload.launcher", f"must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
+        if self.command_from not in ("init", "user"):
+            raise ContractError("workload.command_from", f"must be init or user, got {self.command_from!r}")
+        cwd = Path(self.cwd)
+        if cwd.is_absolute() or ".." in cwd.parts:
+            raise ContractError("workload.cwd", f"must be a path inside the repo, got {self.cwd!r}")
+        for key, value in self.env.items():
+            if not isinstance(value, str) or not key or "=" in key:
+                raise ContractError(f"workload.env.{key}", "must map a variable name to a string")
+        for key, value in self.overrides.items():
+            if not isinstance(value, (bool, int, float, str)):
+                raise ContractError(f"workload.overrides.{key}", f"must be a bool, int, float or str, got {value!r}")
         if self.knob_style not in ("argparse", "globals", "dataclass"):
             raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
         for name in ("measured_steps", "planned_steps"):
@@ -305,6 +330,7 @@ def _build(cls, data: dict, prefix: str, path: Path):
 
 _TYPES = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
+                 "module": str, "command_from": str, "env": dict, "overrides": dict, "notes": list,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
                  "global_batch_knob": str, "seq_len_knob": str,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},

@@ -1,4 +1,5 @@
-"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply]`: the whole job in one command."""
+"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply] [-- command…]`: the whole job in one
+command; after ``--``, the command the owner trains with (as for `infrarsi init`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.panel import Panel
 
 from infrarsi.cli import report as report_cli
 from infrarsi.cli.console import ProgressSink, console, emit_json, err
+from infrarsi.cli.init import command_cwd
 from infrarsi.stages.optimize import optimize
 
 
@@ -27,14 +29,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apply", action="store_true", help="commit the promoted candidate on a new branch")
     p.add_argument("--repeats", type=int, default=3, help="doctor's baseline runs (default 3)")
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: sqlite under .infrarsi/)")
+    p.add_argument("--cwd", type=Path, metavar="DIR",
+                   help="where the command after -- runs (default: the current directory when it is inside "
+                        "PATH, else PATH)")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    command = getattr(args, "workload_command", None)
+    cwd = command_cwd(args.path, args.cwd) if command is not None else None
     with ProgressSink() as progress:
         result = optimize(args.path, args.goal, trials=args.trials, minutes=args.minutes, do_apply=args.apply,
-                          doctor_repeats=args.repeats, storage=args.storage, on_event=progress)
+                          doctor_repeats=args.repeats, storage=args.storage, on_event=progress,
+                          command=command, cwd=cwd)
     if args.json:
         emit_json({
             "status": result.status, "message": result.message, "stages": result.stages,

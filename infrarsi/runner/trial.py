@@ -156,7 +156,7 @@ class _Trial:
     def _launch_and_watch(self, workspace: Workspace) -> None:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
-        env = {**os.environ, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.contract.workload.env, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
         cwd = workspace.root / self.contract.workload.cwd
         try:
             self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
