@@ -13,7 +13,7 @@ stderr = Console(stderr=True, highlight=False)
 
 
 def err(message: str) -> None:
-    stderr.print(f"[bold red]error:[/] {message}")
+    stderr.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
 
 
 def emit_json(data: Any) -> None:
