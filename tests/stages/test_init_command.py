@@ -294,6 +294,17 @@ def test_a_cuda_default_flag_runs_the_baseline_on_cpu(tmp_path, capsys):
     assert "ran on cpu" in done.stdout
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_default_stays_on_a_machine_with_cuda(tmp_path):
+    repo = write(tmp_path / "gpu", {"train.py": ARGPARSE_TRAIN})
+    result = init(repo, command=["python", "train.py"], budget_bytes=2**30)
+    assert result.ok, result.message
+    c = result.contract
+    assert (c.workload.overrides, c.workload.notes, c.knob("device").default, c.memory.device) == ({}, [], "cuda", "cuda")
+    done = run_baseline(repo, c)
+    assert done.returncode == 0 and "ran on cuda" in done.stdout, done.stderr
+
+
 @NO_CUDA
 def test_the_commands_own_cuda_device_is_replaced(tmp_path):
     repo = write(tmp_path / "dev", {"train.py": ARGPARSE_TRAIN.replace('default="cuda"', 'default="cpu"')})
@@ -401,3 +412,12 @@ def test_the_cli_takes_the_command_after_double_dash_in_a_subprocess(tmp_path):
                           cwd=repo, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "gone.py does not exist" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_optimize_takes_the_command_and_stops_on_bad_input_with_exit_2(tmp_path, capsys):
+    repo = write(tmp_path / "opt", {"train.py": ARGPARSE_TRAIN})
+    before = snapshot(repo)
+    assert cli_main(["optimize", str(repo), "faster", "--", "python", "missing.py", "--lr", "1"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "`python missing.py --lr 1` does not start: missing.py does not exist" in err
+    assert snapshot(repo) == before
