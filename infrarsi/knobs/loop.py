@@ -111,7 +111,7 @@ class _Graph:
                         is_trainer = bool(target) and (
                             target in self.trainers[f.rel] or target.rsplit(".", 1)[-1].lower().endswith("trainer"))
                     if is_trainer:
-                        return "trainer", f"{head}.{attr}()", f.where(node)
+                        return "trainer", f"{head}.{attr}() ({_library(f.module)})", f.where(node)
         return None
 
     def calls(self, nodes: list[cst.CSTNode]) -> list[str]:
@@ -139,13 +139,11 @@ class _Graph:
         return None
 
 
-def _describe(origin: str, chain: list, file: _File) -> Loop:
+def _describe(origin: str, chain: list) -> Loop:
     *functions, (kind, call, where) = chain
     path = " → ".join(f"{name} ({at})" for name, at in functions)
     what = "runs the loop" if kind == "trainer" else "calls"
-    lib = _library(file.module) if kind == "trainer" else ""
-    tail = f"{call} ({lib})" if kind == "trainer" else call
-    return Loop(kind="trainer" if kind == "trainer" else origin, why=f"{origin_text(origin)} {path} {what} {tail}",
+    return Loop(kind="trainer" if kind == "trainer" else origin, why=f"{origin_text(origin)} {path} {what} {call}",
                 where=where)
 
 
@@ -168,13 +166,13 @@ def find_loop(entry: tuple[str, MetadataWrapper], imported: list[tuple[str, Meta
             kind, call, where = hit
             if kind == "trainer":
                 place = "at module level" if origin == "function_from_module" else "in the __main__ block"
-                return Loop("trainer", f"{call} {place} ({where}): {_library(main.module)} runs the loop", where)
+                return Loop("trainer", f"{call} {place} ({where}) runs the loop", where)
             if origin == "function_from_module":
                 return Loop("module_loop", f"the loop runs at module level: {call} at {where}", where)
             return Loop("main_guard", f"the loop runs in the __main__ block: {call} at {where}", where)
         for name in graph.calls(nodes):
             chain = graph.reach(name, set())
             if chain is not None:
-                return _describe(origin, chain, main)
+                return _describe(origin, chain)
     return Loop("none", f"no .backward() or Trainer train()/fit() is reached from {main.rel}'s module level "
                         "or __main__ block")

@@ -267,7 +267,7 @@ def test_main_behind_the_guard_reaching_an_imported_loop(tmp_path):
      "    trainer = Trainer(model=None, args=TrainingArguments('out'))\n    trainer.train()\n\n\n"
      "if __name__ == '__main__':\n    main()\n", "trainer.train() (a Hugging Face Trainer)"),
     ("import lightning as L\nimport torch\n\n\nclass Net(L.LightningModule):\n    pass\n\n\n"
-     "trainer = L.Trainer(max_epochs=1)\ntrainer.fit(Net())\n", "trainer.fit() at module level"),
+     "trainer = L.Trainer(max_epochs=1)\ntrainer.fit(Net())\n", "trainer.fit() (a Lightning Trainer) at module level"),
 ])
 def test_a_trainer_call_is_the_loop(tmp_path, script, call):
     repo = write(tmp_path / "trainer", {"finetune.py": script, "util.py": "X = 1\n"})
