@@ -21,7 +21,8 @@ from infrarsi.knobs.discover import Discovery, RawKnob
 from infrarsi.knobs.source import DiscoveryError, is_knob_value, type_name
 
 # Declared knobs the command may supply although their declaration gives no usable default.
-_REVIVABLE = ("no default", "default is None", "default is computed at run time")
+_REVIVABLE = ("no default", "default is None", "default is computed at run time",
+              "default is not a bool, int, float or str literal")
 
 
 @dataclass(slots=True)
