@@ -60,6 +60,6 @@ def main(args: argparse.Namespace) -> int:
         if result.apply is not None:
             console.print(Panel(result.apply.commit_message or result.apply.message, title=result.apply.message, expand=False))
         console.print(f"[bold]{result.message}[/]")
-    if result.status == "error" and (not result.stages or result.stages[-1] == "init"):
-        return 2  # bad input: the goal, the repo or the command after --
+    if result.status == "error" and result.stages[-1:] == ["init"]:
+        return 2  # init's bad input: the repo or the command after --, as `infrarsi init` says it
     return {"ok": 0, "no_promotion": 0, "interrupted": 130}.get(result.status, 1)
