@@ -93,10 +93,13 @@ def _rate(doctor: dict, trial: dict) -> str:
 
 def _mfu(doctor: dict) -> str:
     eff = doctor.get("efficiency") or {}
+    source = eff.get("mfu_source") or "no FLOP count"
     if eff.get("mfu") is None:
-        return "— (" + (eff.get("flops_source") or "no FLOP count") + ")"
-    source = eff.get("flops_source") or ("6N+12LHQT" if eff.get("flops_per_token") else "?")
-    return f"{eff['mfu']:.2%} ({source})"
+        return f"— ({source})"
+    check = ""
+    if eff.get("flops_per_step_6n") and eff.get("flops_per_step"):
+        check = f"; 6N+12LHQT {eff['flops_per_step_6n'] / eff['flops_per_step']:.2f}x of it"
+    return f"{eff['mfu']:.2%} ({source}{check})"
 
 
 def run_entry(entry: Path, python: str, timeout: float, keep: bool) -> Row:
@@ -132,12 +135,10 @@ def run_entry(entry: Path, python: str, timeout: float, keep: bool) -> Row:
             row.status.append(f"doctor: {tail or f'exit {rc}'}")
         else:
             row.status.append("doctor ok")
-            runs = doctor.get("runs") or []
-            steps = [r.get("median_step_s") for r in runs if r.get("median_step_s")]
-            if steps:
-                noise = doctor.get("noise") or {}
-                cv = noise.get("cv") or noise.get("step_cv")
-                row.step_s = f"{sorted(steps)[len(steps) // 2]:.3f} s" + (f" ±{cv:.0%}" if cv else "")
+            noise = doctor.get("noise") or {}
+            if noise.get("step_s"):
+                cv = noise.get("effective_cv")
+                row.step_s = f"{noise['step_s']:.3f} s" + (f" (cv {cv:.0%})" if cv is not None else "")
             row.rate = _rate(doctor, {})
             row.mfu = _mfu(doctor)
             row.peak = _gib((doctor.get("memory") or {}).get("peak_bytes"))
