@@ -128,7 +128,8 @@ def render(result: InitResult) -> None:
     for s in result.skipped:
         console.print(f"[dim]not a knob: {s['name']} ({s['source']}): {s['reason']}[/]")
     if result.probe_diff and not result.probe_inserted:
-        console.print("[bold]The probe is missing.[/] This diff adds it (rerun with --insert-probe to write it):")
+        console.print("[bold]No probe[/] (optional: the launcher measures steps). To name phases, this diff adds "
+                      "it (rerun with --insert-probe to write it):")
         console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
     elif result.probe_inserted:
         console.print("[bold]Inserted the probe:[/]")

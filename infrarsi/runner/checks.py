@@ -44,13 +44,15 @@ def scope_problem(contract: Contract, changed: list[str], workdir: Path) -> str 
     return None
 
 
-def tokens_problem(steps: list[Step], expected: int) -> str | None:
-    """Every step must consume the contract's tokens per step (steps from log lines carry none)."""
-    if not expected:  # 0: init could not derive it; doctor learns it from the baseline's reports
-        return None
+def tokens_problem(steps: list[Step], expected: int, expected_samples: int = 0) -> str | None:
+    """Every step must consume the contract's tokens (and samples) per step. 0 in the contract: init
+    could not derive it; doctor learns it from the baseline's steps."""
     for step in steps:
-        if step.tokens is not None and step.tokens != expected:
+        if expected and step.tokens is not None and step.tokens != expected:
             return f"step {step.index} reported {step.tokens} tokens; the contract fixes {expected} per step"
+        if expected_samples and step.samples is not None and step.samples != expected_samples:
+            return (f"step {step.index} reported {step.samples} samples; the contract fixes "
+                    f"{expected_samples} per step")
     return None
 
 

@@ -1,8 +1,12 @@
 """One trial: a candidate run for real in a copy of the repo, watched, measured and judged.
 
 Every trial ends with exactly one status (see :class:`TrialStatus`); failures are values, and
-their wall time is their cost. The user's working tree is only read; logs and the probe file go
-to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
+their wall time is their cost. The user's working tree is only read; logs and the launcher's
+records go to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
+
+The job runs as its command says, unchanged; the launcher (:mod:`infrarsi.launcher`) loads before
+its code, observes its steps through torch's hooks, stops it after the contract's steps and sends
+one record per step over a FIFO in the workspace, timed here on arrival (:mod:`infrarsi.runner.measure`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.probe import ENV_FILE
+from infrarsi.launcher import launcher_env
+from infrarsi.launcher.channel import RecordChannel
 from infrarsi.runner import abort, checks
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
@@ -30,6 +35,8 @@ POLL_S = 0.05
 """How often the run's reports are read and the stop conditions checked."""
 
 GIB = 1 << 30
+RECORDS_FILE = "records.jsonl"
+"""The launcher's records as they arrived, copied into log_dir at the end of the trial."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -74,15 +81,11 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     started = time.perf_counter()
     log_dir = Path(spec.log_dir) if spec.log_dir is not None else default_log_dir(spec.repo)
     log_dir.mkdir(parents=True, exist_ok=True)
-    # The probe appends: a reused log_dir (doctor's baseline-N, verify's rounds) must not mix in an
-    # earlier run's steps.
-    for stale in log_dir.glob("probe.jsonl*"):
-        stale.unlink()
     result = TrialResult(
         status=TrialStatus.CRASH,
         candidate=spec.candidate,
         log_path=str(log_dir / "output.log"),
-        probe_path=str(log_dir / "probe.jsonl"),
+        probe_path=str(log_dir / RECORDS_FILE),
     )
     spec.on_event(Event("trial", "begin", f"trial {spec.candidate.key()}", 0, spec.total_steps,
                         {"log_dir": str(log_dir)}))
@@ -156,24 +159,39 @@ class _Trial:
     def _launch_and_watch(self, workspace: Workspace) -> None:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
-        env = {**os.environ, **self.contract.workload.env, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
+        channel = RecordChannel(workspace.private / "records.fifo")
+        job_env = {**os.environ, **self.contract.workload.env}  # the owner's command's K=V prefix
+        env = {**job_env, "PYTHONUNBUFFERED": "1",
+               **launcher_env(channel.path, steps=self.spec.total_steps,
+                              warmup_steps=self.contract.workload.warmup_steps,
+                              pythonpath=job_env.get("PYTHONPATH"))}
         cwd = workspace.root / self.contract.workload.cwd
+        launched = time.monotonic()
         try:
             self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
         except OSError as err:
+            channel.close()
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
+        try:
+            self._watch_launched(channel, argv, launched)
+        finally:
+            channel.close()
+            channel.save(self.probe_path)
+
+    def _watch_launched(self, channel: RecordChannel, argv: list[str], launched: float) -> None:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
         watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill(),
                                   per_rank=self.contract.workload.launcher == "torchrun")
-        feed = StepFeed(self.probe_path, self.log_path, ranks=local_ranks(self.contract, argv))
+        feed = StepFeed(channel.take, ranks=local_ranks(self.contract, argv), launched_at=launched)
         watchdog.start()
         try:
             verdict = self._watch(feed, watchdog)
         finally:
             self.process.kill()
             watchdog.stop()
+        channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
         if verdict is not None and verdict[0] is TrialStatus.ABORTED_SLOW and not self.result.step_times:
@@ -200,6 +218,8 @@ class _Trial:
                 spec.on_event(Event("trial", "report", f"step {step.index}: loss {step.loss:.4g}, {step.dt:.3f} s",
                                     len(seen), spec.total_steps,
                                     {"step": step.index, "dt": step.dt, "loss": step.loss}))
+            if feed.report.problem:
+                return TrialStatus.CONTRACT, feed.report.problem
             if watchdog.exceeded_at is not None:
                 what = f"rank {watchdog.exceeded_rank}'s RSS" if watchdog.per_rank else "tree RSS"
                 return TrialStatus.OOM, self._oom_detail(watchdog.exceeded_at, what)
@@ -216,7 +236,8 @@ class _Trial:
 
     def _early_verdict(self, seen: list[Step]) -> tuple[TrialStatus, str] | None:
         """Stop as soon as the outcome is known: wrong tokens, broken loss, clearly too slow."""
-        problem = checks.tokens_problem(seen, self.contract.workload.tokens_per_step)
+        problem = checks.tokens_problem(seen, self.contract.workload.tokens_per_step,
+                                        self.contract.workload.samples_per_step)
         if problem:
             return TrialStatus.CONTRACT, problem
         problem = checks.loss_problem(seen, self.contract.loss, compare=self.spec.check_loss,
@@ -240,27 +261,32 @@ class _Trial:
 
     def _measure(self, report: RunReport, watchdog: MemoryWatchdog) -> None:
         r = self.result
-        warmup, measured = split_warmup(report.steps, self.contract.workload.warmup_steps, self.spec.total_steps)
+        workload = self.contract.workload
+        warmup, measured = split_warmup(report.steps, workload.warmup_steps, self.spec.total_steps)
         r.warmup_times = [s.dt for s in warmup]
         r.step_times = [s.dt for s in measured]
         r.losses = [s.loss for s in report.steps]
-        tokens = [s.tokens for s in report.steps if s.tokens is not None]
-        mismatched = [t for t in tokens if t != self.contract.workload.tokens_per_step]
-        r.tokens_per_step = (mismatched or tokens or [None])[0]
+        r.tokens_per_step = _reported([s.tokens for s in report.steps], workload.tokens_per_step)
+        r.samples_per_step = _reported([s.samples for s in report.steps], workload.samples_per_step)
         r.phases = mean_phases(measured)
         r.model_facts = report.model_facts
+        r.source = report.source
+        r.param_checksum = report.param_checksum
+        if report.flops_per_step is not None:
+            r.flops_per_step, r.flops_source = float(report.flops_per_step), "FlopCounterMode"
         if report.exit_device == "cuda":
             r.peak_bytes = report.exit_peak_bytes
         else:
             r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
             r.rank_peak_bytes = [watchdog.rank_peaks[k] for k in sorted(watchdog.rank_peaks)]
-        if report.first_step_at is not None and report.steps:
-            r.startup_s = max(0.0, report.first_step_at - self.process.started - report.steps[0].dt)
+        r.startup_s = report.startup_s
 
     def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
         """The status of a run that ended by itself."""
         code = self.process.returncode
         steps = report.steps
+        if report.problem:
+            return TrialStatus.CONTRACT, report.problem
         if code != 0:
             tail = checks.log_tail(self.log_path)
             problem = checks.loss_problem(steps, self.contract.loss, compare=False, by_design=False)
@@ -271,8 +297,9 @@ class _Trial:
             return TrialStatus.CRASH, f"{_exit_words(code)}:\n{tail}"
         if not steps:
             return TrialStatus.CRASH, (
-                "the run exited without reporting a step: no probe step lines in "
-                f"{self.probe_path.name} and no 'iter N: loss X, time Yms' lines in {self.log_path.name}"
+                "the run exited and the launcher saw no step: no process of the job imported torch and "
+                "then called backward() or an optimizer's step() (a `python -S`, `-E` or `-I` job never loads "
+                f"the launcher); records in {self.probe_path.name}, output in {self.log_path.name}"
             )
         if len(steps) < self.spec.total_steps:
             return TrialStatus.CRASH, f"the run stopped after {len(steps)} of {self.spec.total_steps} steps"
@@ -282,6 +309,13 @@ class _Trial:
 
     def _oom_detail(self, level: int, what: str) -> str:
         return f"{what} reached {level / GIB:.2f} GiB ({level} bytes), above the budget of {self.budget / GIB:.2f} GiB"
+
+
+def _reported(values: list[int | None], expected: int) -> int | None:
+    """What the steps reported: the first value other than the contract's, if any, else the first."""
+    present = [v for v in values if v is not None]
+    mismatched = [v for v in present if v != expected]
+    return (mismatched or present or [None])[0]
 
 
 def _exit_words(code: int) -> str:

@@ -62,6 +62,12 @@ class Workspace:
                     shutil.copy2(source, dest)
                     self._snapshot[rel] = _signature(dest)
 
+    @property
+    def private(self) -> Path:
+        """The workspace's own directory beside the copy (the record channel lives here): never part
+        of the repository, removed with it."""
+        return self._tmp
+
     def changed(self) -> list[str]:
         """Repo-relative paths created, modified or deleted in the copy since it was made."""
         now = set(self._files())

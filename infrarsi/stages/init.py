@@ -502,17 +502,20 @@ def _probe(repo: Path, found: Discovery, ep: EntryPoint, write: bool, warnings: 
         return None, False, False
     loop_files = [rel for rel, t in texts.items() if ".backward(" in t]
     if not loop_files:
-        warnings.append("the probe is missing and no file of the job calls .backward(): add probe.step by hand")
+        warnings.append("no probe (optional: the launcher measures steps from outside the job); no file of the "
+                        "job calls .backward(), so phases need probe.step by hand")
         return None, False, True
     rel = ep.path if ep.path in loop_files else loop_files[0]
     edit, diff = probe_diff(texts[rel], rel, distributed=ep.launcher == "torchrun")
     if edit.status != "inserted":
-        warnings.append(f"the probe is missing and cannot be inserted into {rel}: {edit.reason}; add probe.step by hand")
+        warnings.append(f"no probe (optional: the launcher measures steps from outside the job); it cannot be "
+                        f"inserted into {rel}: {edit.reason}")
         return None, False, True
     if write:
         (repo / rel).write_text(edit.code)
         return diff, True, False
-    warnings.append(f"the probe is missing from {rel}: review the diff and rerun with --insert-probe to write it")
+    warnings.append(f"no probe in {rel} (optional: the launcher measures steps from outside the job); to name "
+                    "phases, review the diff and rerun with --insert-probe")
     return diff, False, True
 
 
