@@ -21,6 +21,7 @@ STATE_DIR = ".infrarsi"
 CONTRACT_FILE = "contract.toml"
 
 KnobValue = bool | int | float | str
+LAUNCHERS = ("python", "torchrun", "accelerate")
 
 # Knob roles the catalog knows; "workload" knobs are invariants, "unknown" ones stay fixed.
 ROLES = (
@@ -102,10 +103,23 @@ class Workload:
     entry: str
     """Entry-point script, relative to the repo root."""
     command: list[str]
-    """Base argv run from ``cwd``; knob flags are appended (``python train.py``, ``torchrun …``)."""
+    """Base argv run from ``cwd`` (``python train.py``, ``torchrun …``, or the owner's own command
+    given after ``--``); a knob's flag replaces the command's own setting of it, else is appended."""
     cwd: str = "."
+    """Where the command runs, relative to the repo root."""
     launcher: str = "python"
-    """python | torchrun."""
+    """python | torchrun | accelerate (``accelerate launch``)."""
+    module: str = ""
+    """For ``python -m pkg.train``: the module name (``entry`` is its file)."""
+    command_from: str = "init"
+    """init: the command init chose; user: the owner's command, given after ``--``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables every run sets (the command's ``K=V`` prefix)."""
+    overrides: dict[str, KnobValue] = field(default_factory=dict)
+    """Knob values every trial sets so that the job runs on this machine (a device it has);
+    ``notes`` says why. Flag knobs are passed on the command line, others written into source."""
+    notes: list[str] = field(default_factory=list)
+    """What init changed about the baseline and why, for the report."""
     knob_style: str = "argparse"
     """argparse | globals | dataclass: how the entry point reads its knobs."""
     args: dict[str, KnobValue] = field(default_factory=dict)
@@ -133,8 +147,19 @@ class Workload:
     def __post_init__(self) -> None:
         if not self.command:
             raise ContractError("workload.command", "must not be empty")
-        if self.launcher not in ("python", "torchrun"):
-            raise ContractError("workload.launcher", f"must be python or torchrun, got {self.launcher!r}")
+        if self.launcher not in LAUNCHERS:
+            raise ContractError("workload.launcher", f"must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
+        if self.command_from not in ("init", "user"):
+            raise ContractError("workload.command_from", f"must be init or user, got {self.command_from!r}")
+        cwd = Path(self.cwd)
+        if cwd.is_absolute() or ".." in cwd.parts:
+            raise ContractError("workload.cwd", f"must be a path inside the repo, got {self.cwd!r}")
+        for key, value in self.env.items():
+            if not isinstance(value, str) or not key or "=" in key:
+                raise ContractError(f"workload.env.{key}", "must map a variable name to a string")
+        for key, value in self.overrides.items():
+            if not isinstance(value, (bool, int, float, str)):
+                raise ContractError(f"workload.overrides.{key}", f"must be a bool, int, float or str, got {value!r}")
         if self.knob_style not in ("argparse", "globals", "dataclass"):
             raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
         for name in ("measured_steps", "planned_steps"):
@@ -213,19 +238,15 @@ class Scope:
 @dataclass(kw_only=True, slots=True)
 class SandboxPolicy:
     """What the job needs from outside the trial's sandbox (``[sandbox]``, optional; see
-    docs/sandbox.md). Without the section: no network, no extra variables, no extra paths."""
+    docs/sandbox.md). Without the section: no network, no extra paths. The job's own variables are
+    ``workload.env``."""
 
     network: bool = False
     """The job downloads or talks to a service while it trains."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Variables every trial gets, as written (the rest of the environment is an allow-list)."""
     read_only: list[str] = field(default_factory=list)
     """Absolute paths outside the repository the job reads (a dataset), mounted read-only."""
 
     def __post_init__(self) -> None:
-        for name, value in self.env.items():
-            if not isinstance(value, str) or not name or "=" in name:
-                raise ContractError(f"sandbox.env.{name}", "must map a variable name to a string")
         for path in self.read_only:
             if not isinstance(path, str) or not Path(path).is_absolute():
                 raise ContractError("sandbox.read_only", f"{path!r} must be an absolute path")
@@ -336,6 +357,7 @@ def _build(cls, data: dict, prefix: str, path: Path):
 _VALUE = (bool, int, float, str)
 _TYPES = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
+                 "module": str, "command_from": str, "env": dict, "overrides": dict, "notes": list,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
                  "global_batch_knob": str, "seq_len_knob": str, "samples_per_step": int,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},
@@ -344,12 +366,12 @@ _TYPES = {
     "scope": {"editable": list, "functions": list, "locked": dict},
     "knob": {"name": str, "role": str, "type": str, "default": _VALUE, "flag": str, "flag_style": str,
              "domain": list, "tunable": bool, "help": str, "source": str},
-    "sandbox": {"network": bool, "env": dict, "read_only": list},
+    "sandbox": {"network": bool, "read_only": list},
 }
 # What the items of a list field (or the values of a table field) must be.
 _ITEMS = {
     "workload.command": str, "workload.args": _VALUE, "loss.reference": (int, float), "scope.editable": str,
-    "scope.functions": str, "scope.locked": str, "knob.domain": _VALUE, "sandbox.env": str, "sandbox.read_only": str,
+    "scope.functions": str, "scope.locked": str, "knob.domain": _VALUE, "workload.env": str, "sandbox.read_only": str,
 }
 _KNOB_TYPES = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}
 

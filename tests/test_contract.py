@@ -63,7 +63,7 @@ CASES = {
     "loss.reference": lambda d: d["loss"].update(reference=[1.0, "2"]),
     "base_commit": lambda d: d.update(base_commit=7),
     "sandbox.network": lambda d: d.update(sandbox={"network": "yes"}),
-    "sandbox.env": lambda d: d.update(sandbox={"env": {"X": 1}}),
+    "workload.env": lambda d: d["workload"].update(env={"X": 1}),
     "sandbox.read_only": lambda d: d.update(sandbox={"read_only": ["data"]}),
 }
 
@@ -84,7 +84,7 @@ def test_a_link_out_of_the_repo_is_not_inside_it(repo, tmp_path):
 
 
 def test_a_sandbox_section_loads_and_counts_in_the_hash(repo):
-    edit(repo, lambda d: d.update(sandbox={"network": True, "env": {"WANDB_MODE": "offline"}, "read_only": ["/data"]}))
+    edit(repo, lambda d: d.update(sandbox={"network": True, "read_only": ["/data"]}))
     loaded = load_contract(repo)
-    assert loaded.sandbox_policy.network and loaded.sandbox_policy.env == {"WANDB_MODE": "offline"}
+    assert loaded.sandbox_policy.network and loaded.sandbox_policy.read_only == ["/data"]
     assert loaded.digest() != contract().digest()

@@ -23,10 +23,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that take the owner's launch command after `--` (`infrarsi init . -- python train.py …`).
+TAKES_COMMAND = ("init", "optimize")
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    workload: list[str] | None = None
+    if command in TAKES_COMMAND and "--" in argv:
+        cut = argv.index("--")
+        argv, workload = argv[:cut], argv[cut + 1:]
     args = build_parser(command).parse_args(argv)
+    if command in TAKES_COMMAND:
+        args.workload_command = workload
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ def add_sandbox_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def err(message: str) -> None:
-    stderr.print(f"[bold red]error:[/] {message}")
+    stderr.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
 
 
 def emit_json(data: Any) -> None:

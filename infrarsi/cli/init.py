@@ -1,4 +1,6 @@
-"""`infrarsi init PATH [--scope …] [--budget-gib X] [--entry FILE] [--insert-probe] [--json]`: write the task contract."""
+"""`infrarsi init PATH [--scope …] [--budget-gib X] [--entry FILE] [--insert-probe] [--json] [-- command…]`:
+write the task contract. After ``--``, the command the owner runs (``python train.py config/small.py
+--device=cpu``); it runs from the current directory when that is inside PATH (else PATH, or --cwd)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="find the entry point and its knobs, lock the scope, write .infrarsi/contract.toml",
         description="Reads the training repo with libcst (nothing is imported or run), classifies its knobs, "
         "locks the editable scope and hashes every other Python source, and writes .infrarsi/contract.toml. "
-        "The user's files are not changed, unless --insert-probe is given.",
+        "The user's files are not changed, unless --insert-probe is given. "
+        "Give the command you train with after --, e.g. `infrarsi init . -- python train.py config/small.py "
+        "--device=cpu`: it is stored in the contract and its arguments are the baseline.",
     )
     p.add_argument("path", nargs="?", default=".", type=Path, help="the repository (default: .)")
     p.add_argument(
@@ -30,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-gib", type=_positive_float, metavar="X",
                    help="memory budget in GiB (default: the README's budget_mib line, else 80%% of RAM / the card)")
     p.add_argument("--entry", metavar="FILE", help="the training script, when init cannot pick it")
+    p.add_argument("--cwd", type=Path, metavar="DIR",
+                   help="where the command after -- runs (default: the current directory when it is inside "
+                        "PATH, else PATH)")
     p.add_argument("--launcher", choices=("python", "torchrun"), help="override the detected launcher")
     p.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS, metavar="N")
     p.add_argument("--measured-steps", type=int, default=MEASURED_STEPS, metavar="N")
@@ -52,9 +59,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def command_cwd(path: Path, cwd: Path | None) -> Path:
+    """Where the owner's command runs: --cwd, else the current directory when it is inside the repo."""
+    if cwd is not None:
+        return cwd.resolve()
+    here = Path.cwd().resolve()
+    return here if here.is_relative_to(path.resolve()) else path.resolve()
+
+
 def run(args: argparse.Namespace) -> int:
+    command = getattr(args, "workload_command", None)
     result = init(
         args.path,
+        command=command,
+        cwd=command_cwd(args.path, args.cwd) if command is not None else None,
         scope=args.scope,
         budget_bytes=int(args.budget_gib * 2**30) if args.budget_gib else None,
         entry=args.entry,
@@ -82,6 +100,12 @@ def render(result: InitResult) -> None:
     contract = result.contract
     w = contract.workload
     console.print(f"[bold]init[/] {result.entry}  [dim]{w.knob_style} knobs, launched with {w.launcher}[/]")
+    console.print(f"entry: {result.entry} ({result.entry_why})")
+    console.print(f"loop: {result.loop_why}")
+    if w.command_from == "user":
+        where = "" if w.cwd in ("", ".") else f" (in {w.cwd})"
+        env = "".join(f"{k}={v} " for k, v in w.env.items())
+        console.print(f"command{where}: {env}{' '.join(w.command)}")
     table = Table(box=None, pad_edge=False)
     for column in ("knob", "role", "default", "domain", "tunable", "source"):
         table.add_column(column)
@@ -104,11 +128,15 @@ def render(result: InitResult) -> None:
     for s in result.skipped:
         console.print(f"[dim]not a knob: {s['name']} ({s['source']}): {s['reason']}[/]")
     if result.probe_diff and not result.probe_inserted:
-        console.print("[bold]The probe is missing.[/] This diff adds it (rerun with --insert-probe to write it):")
+        console.print("[bold]No probe[/] (optional: the launcher measures steps). To name phases, this diff adds "
+                      "it (rerun with --insert-probe to write it):")
         console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
     elif result.probe_inserted:
         console.print("[bold]Inserted the probe:[/]")
         console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
+    for note in result.notes:
+        console.print(f"[bold yellow]baseline changed:[/] {note}")
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        if warning not in result.notes:
+            console.print(f"[yellow]warning:[/] {warning}")
     console.print(f"[dim]wrote {result.contract_path}[/]")

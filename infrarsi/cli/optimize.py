@@ -1,4 +1,5 @@
-"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply] [--no-bank]`: the whole job in one command."""
+"""`infrarsi optimize PATH "<goal>" [--trials N | --minutes M] [--apply] [--no-bank] [-- command…]`: the whole
+job in one command; after ``--``, the command the owner trains with (as for `infrarsi init`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from rich.panel import Panel
 
 from infrarsi.cli import report as report_cli
-from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
+from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
+from infrarsi.cli.init import command_cwd
 from infrarsi.stages.optimize import optimize
 
 
@@ -29,16 +31,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: sqlite under .infrarsi/)")
     p.add_argument("--no-bank", action="store_true",
                    help="neither read nor write the experience bank (see `infrarsi bank show`)")
+    p.add_argument("--cwd", type=Path, metavar="DIR",
+                   help="where the command after -- runs (default: the current directory when it is inside "
+                        "PATH, else PATH)")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     add_sandbox_flag(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    command = getattr(args, "workload_command", None)
+    cwd = command_cwd(args.path, args.cwd) if command is not None else None
     with ProgressSink() as progress:
         result = optimize(args.path, args.goal, trials=args.trials, minutes=args.minutes, do_apply=args.apply,
                           doctor_repeats=args.repeats, storage=args.storage, use_bank=not args.no_bank,
-                          on_event=progress, sandbox=args.sandbox)
+                          on_event=progress, sandbox=args.sandbox, command=command, cwd=cwd)
     if args.json:
         emit_json({
             "status": result.status, "message": result.message, "stages": result.stages,
@@ -56,4 +63,6 @@ def main(args: argparse.Namespace) -> int:
         if result.apply is not None:
             console.print(Panel(result.apply.commit_message or result.apply.message, title=result.apply.message, expand=False))
         console.print(f"[bold]{result.message}[/]")
+    if result.status == "error" and result.stages[-1:] == ["init"]:
+        return 2  # init's bad input: the repo or the command after --, as `infrarsi init` says it
     return {"ok": 0, "no_promotion": 0, "interrupted": 130}.get(result.status, 1)

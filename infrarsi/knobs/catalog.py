@@ -76,7 +76,7 @@ CATALOG: tuple[Rule, ...] = (
         r"|(adam_)?eps(ilon)?|grad_clip|clip_grad(_norm)?|max_grad_norm|momentum|label_smoothing|optimizer|optim",
         "optim",
     ),
-    Rule("workload", r"(random_|data_|torch_)?seed", "seed"),
+    Rule("workload", r"(random_|data_|torch_|manual_)?seed", "seed"),
     Rule(
         "workload",
         r"dataset|data(_dir|_path|_root|_file)?|(train|val|eval)_(data|file|path)|tokenizer\w*",
@@ -87,7 +87,8 @@ CATALOG: tuple[Rule, ...] = (
 
 
 def normalize(name: str) -> str:
-    return name.lower().replace("-", "_")
+    """Lower snake case: ``batchSize`` and ``batch-size`` read as ``batch_size``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower().replace("-", "_")
 
 
 def _match(name: str, pattern: str) -> bool:
@@ -116,6 +117,8 @@ def classify(knob: RawKnob, names: list[str]) -> Rule:
         return _batch_rule(knob, names)
     for rule in CATALOG:
         if _match(knob.name, rule.pattern):
+            if rule.role == "steps" and re.search(r"\bepochs?\b", knob.help.lower()):
+                return Rule("unknown", "")  # counts epochs, not steps: the launcher stops the trial instead
             if rule.aspect == "global_batch" and "token" in knob.help.lower():
                 return Rule("workload", rule.pattern, "global_tokens")
             return rule

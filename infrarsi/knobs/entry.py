@@ -8,6 +8,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from infrarsi.knobs.loop import find_loop, is_main_guard
 from infrarsi.knobs.source import DiscoveryError, dotted, parse, python_files, read_text, walk
 
 # Environment variables only torchrun (or another launcher) sets; reading one without a default
@@ -25,29 +26,14 @@ class EntryPoint:
     launcher_why: str = ""
     trains: bool = False
     """Whether the script itself calls ``.backward()``."""
-
-
-def _is_main_guard(stmt: cst.CSTNode) -> bool:
-    if not isinstance(stmt, cst.If) or not isinstance(stmt.test, cst.Comparison):
-        return False
-    sides = [stmt.test.left, *(c.comparator for c in stmt.test.comparisons)]
-    names = {dotted(s) for s in sides}
-    strings = {s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)}
-    return "__name__" in names and "__main__" in strings
+    why: str = ""
+    """Why this file is the entry point (the command names it, or how its loop is reached)."""
 
 
 def _calls(node: cst.CSTNode, attr: str) -> bool:
     return any(
         isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == attr
         for n in walk(node)
-    )
-
-
-def _top_level_training(module: cst.Module) -> bool:
-    """A nanoGPT-style script: a module-level statement (not a def) that calls ``.backward()``."""
-    return any(
-        not isinstance(s, (cst.FunctionDef, cst.ClassDef)) and not _is_main_guard(s) and _calls(s, "backward")
-        for s in module.body
     )
 
 
@@ -74,42 +60,48 @@ def _score(rel: str, trains: bool) -> int:
     return score
 
 
-def find_entry(repo: Path, entry: str | None = None) -> EntryPoint:
+def find_entry(repo: Path, entry: str | None = None, why: str = "chosen with --entry") -> EntryPoint:
     """The training script of ``repo``: the given one, or the best-scoring file with a ``__main__``
     guard or a top-level training loop. Raises DiscoveryError when there is none or the choice is a tie."""
     if entry is not None:
         rel = Path(entry).as_posix()
         if not (repo / rel).is_file():
             raise DiscoveryError(f"entry point {rel} does not exist under {repo}")
-        return _entry(repo, rel, parse(repo, rel))
-    candidates: list[tuple[int, str, MetadataWrapper]] = []
+        return _entry(repo, rel, parse(repo, rel), why)
+    candidates: list[tuple[int, str, MetadataWrapper, str]] = []
     for rel in python_files(repo):
         text = read_text(repo, rel)
-        if "__main__" not in text and ".backward(" not in text:
+        if not any(marker in text for marker in ("__main__", ".backward(", ".train(", ".fit(")):
             continue
         wrapper = parse(repo, rel, text)
         module = wrapper.module
-        if any(_is_main_guard(s) for s in module.body) or _top_level_training(module):
-            candidates.append((_score(rel, _calls(module, "backward")), rel, wrapper))
+        loop = find_loop((rel, wrapper))
+        guarded = any(is_main_guard(s) for s in module.body)
+        if guarded or loop.found:
+            why = loop.why if loop.found else "it has a __main__ block (its loop is in code it imports)"
+            candidates.append((_score(rel, _calls(module, "backward") or loop.found), rel, wrapper, why))
     if not candidates:
         raise DiscoveryError(
             f"no entry point found in {repo}: no Python file has an `if __name__ == \"__main__\":` block "
-            "or a top-level training loop calling .backward(). Pass the script with --entry FILE."
+            "or reaches a training loop (.backward(), a Trainer's train()/fit()) when run. "
+            "Pass the script with --entry FILE, or the command after --."
         )
     candidates.sort(key=lambda c: (-c[0], c[1]))
     best = [c for c in candidates if c[0] == candidates[0][0]]
     if len(best) > 1:
         names = ", ".join(c[1] for c in best)
         raise DiscoveryError(f"several entry points look alike in {repo}: {names}. Choose one with --entry FILE.")
-    return _entry(repo, best[0][1], best[0][2])
+    _, rel, wrapper, why = best[0]
+    return _entry(repo, rel, wrapper, f"the best-scoring script: {why}")
 
 
-def _entry(repo: Path, rel: str, wrapper: MetadataWrapper) -> EntryPoint:
-    why = torchrun_reason(wrapper.module)
+def _entry(repo: Path, rel: str, wrapper: MetadataWrapper, why: str) -> EntryPoint:
+    needs = torchrun_reason(wrapper.module)
     return EntryPoint(
         path=rel,
         wrapper=wrapper,
-        launcher="torchrun" if why else "python",
-        launcher_why=why,
+        launcher="torchrun" if needs else "python",
+        launcher_why=needs,
         trains=_calls(wrapper.module, "backward"),
+        why=why,
     )

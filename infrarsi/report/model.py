@@ -212,10 +212,11 @@ def changed_knobs(candidate: Candidate, contract: Contract) -> dict[str, KnobVal
 
 def reproduce_command(candidate: Candidate, contract: Contract) -> str:
     """The workload's command with the candidate's flags, as a person would type it."""
-    changed = changed_knobs(candidate, contract)
-    flagged = {k: v for k, v in changed.items() if contract.knob(k).flag}
+    # The contract's overrides (a device this machine has) are part of the baseline as it ran.
+    values = {**contract.workload.overrides, **changed_knobs(candidate, contract)}
+    flagged = {k: v for k, v in values.items() if contract.knob(k).flag}
     argv = build_argv(contract, flagged, as_written=True)
-    command = shlex.join(argv)
+    command = shlex.join([*(f"{k}={v}" for k, v in contract.workload.env.items()), *argv])
     cwd = contract.workload.cwd
     return command if cwd in ("", ".") else f"cd {shlex.quote(cwd)} && {command}"
 
@@ -324,7 +325,7 @@ def _prior_line(data: dict[str, Any]) -> PriorLine:
 def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunResult,
                  stored: list[StoredTrial] | None) -> Report:
     """Gather the report; ``stored`` is the study's trials, None when the study could not be opened."""
-    notes: list[str] = []
+    notes: list[str] = list(contract.workload.notes)
     if stored is None:
         notes.append(f"the study {run.study_name!r} at {run.storage_url} could not be opened: "
                      "the source hunks of each candidate are not shown")

@@ -7,22 +7,25 @@ out so the workspace writes them into the source instead.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from infrarsi.commandline import is_python, parse_command, without_flag
 from infrarsi.contract import Contract, Knob, KnobValue
 
 # Launcher knobs belong before the entry script (torchrun's own options), not after it.
 LAUNCHER_ROLES = ("nproc_per_node",)
 
 
-def resolve_launcher(command: list[str], python: str = sys.executable) -> list[str]:
-    """Run ``python`` and ``torchrun`` with InfraRSI's interpreter, whatever is first on PATH."""
-    head, rest = command[0], list(command[1:])
-    if head in ("python", "python3"):
+def resolve_launcher(head: list[str], python: str = sys.executable) -> list[str]:
+    """Run ``python``, ``torchrun`` and ``accelerate launch`` with InfraRSI's interpreter, whatever is
+    first on PATH (an explicit path to an interpreter is kept). ``head`` is the command up to the script."""
+    program, rest = head[0], list(head[1:])
+    if is_python(program) and "/" not in program:
         return [python, *rest]
-    if head == "torchrun":
+    if program == "torchrun":
         return [python, "-m", "torch.distributed.run", *rest]
-    return [head, *rest]
+    if program == "accelerate" and rest[:1] == ["launch"]:
+        return [python, "-m", "accelerate.commands.launch", *rest[1:]]
+    return [program, *rest]
 
 
 def step_knob(contract: Contract) -> Knob | None:
@@ -32,7 +35,7 @@ def step_knob(contract: Contract) -> Knob | None:
 
 def trial_knob_values(contract: Contract, knobs: dict[str, KnobValue], steps: int) -> dict[str, KnobValue]:
     """Every knob value the trial sets: the candidate's, then the step count (which wins)."""
-    values = dict(knobs)
+    values = {**contract.workload.overrides, **knobs}
     steps_knob = step_knob(contract)
     if steps_knob is not None:
         values[steps_knob.name] = steps
@@ -54,23 +57,39 @@ def build_argv(contract: Contract, values: dict[str, KnobValue], python: str = s
                *, as_written: bool = False) -> list[str]:
     """argv for the workload with ``values`` (from :func:`trial_knob_values`) rendered as flags.
 
-    ``as_written`` keeps the contract's launcher (``python``, ``torchrun``) as the user wrote it,
-    for a command line a person runs (the report's reproduce command) rather than a trial."""
+    A knob's setting replaces the command's own setting of that flag, where it stood; otherwise it
+    is appended. Launcher knobs (torchrun's ``--nproc_per_node``) go before the script.
+    ``as_written`` keeps the launcher (``python``, ``torchrun``) as the user wrote it, for a
+    command line a person runs (the report's reproduce command) rather than a trial."""
     workload = contract.workload
-    command = list(workload.command) if as_written else resolve_launcher(workload.command, python)
+    command = parse_command(list(workload.command))
+    head, target, tail = command.head, command.target_text, command.script_args
+    if not as_written:
+        head = resolve_launcher(head, python)
     flagged = [contract.knob(name) for name in values if contract.knob(name).flag]
-    launcher = [k for k in flagged if k.role in LAUNCHER_ROLES]
+    for knob in (k for k in flagged if k.role in LAUNCHER_ROLES):
+        head = _set(head, {knob.flag}, True, knob.render(values[knob.name]))
     script = [k for k in flagged if k.role not in LAUNCHER_ROLES]
-
-    entry = _entry_index(command, workload.entry, offset=len(command) - len(workload.command) + 1)
-    head, tail = command[:entry], command[entry:]
-    for knob in launcher:
-        head = _without_flag(head, knob.flag) + knob.render(values[knob.name])
-
     set_flags = {k.flag for k in script}
-    fixed = [f"--{k}={v}" for k, v in workload.args.items() if f"--{k}" not in set_flags]
-    rendered = [arg for k in script for arg in k.render(values[k.name])]
-    return [*head, *tail, *fixed, *rendered]
+    for name, value in workload.args.items():
+        if f"--{name}" not in set_flags:
+            tail = _set(tail, {f"--{name}"}, True, [f"--{name}={value}"])
+    for knob in script:
+        tail = _set(tail, _spellings(knob), knob.flag_style == "eq", knob.render(values[knob.name]))
+    return [*head, target, *tail]
+
+
+def _spellings(knob: Knob) -> set[str]:
+    if knob.flag_style == "bool_optional":
+        return {knob.flag, "--no-" + knob.flag.removeprefix("--")}
+    return {knob.flag}
+
+
+def _set(args: list[str], flags: set[str], takes_value: bool, rendered: list[str]) -> list[str]:
+    """``args`` with its settings of ``flags`` replaced by ``rendered`` (appended when it had none)."""
+    rest, at = without_flag(args, flags, takes_value)
+    at = len(rest) if at is None else at
+    return [*rest[:at], *rendered, *rest[at:]]
 
 
 def local_ranks(contract: Contract, argv: list[str]) -> int | None:
@@ -78,8 +97,7 @@ def local_ranks(contract: Contract, argv: list[str]) -> int | None:
     when torchrun picks it (``auto``, ``gpu``…)."""
     if contract.workload.launcher != "torchrun":
         return 1
-    entry = _entry_index(argv, contract.workload.entry, offset=1)
-    launcher = argv[:entry]
+    launcher = parse_command(argv).head
     for i, arg in enumerate(launcher):
         for flag in ("--nproc_per_node", "--nproc-per-node"):
             if arg.startswith(flag + "="):
@@ -90,25 +108,3 @@ def local_ranks(contract: Contract, argv: list[str]) -> int | None:
                 continue
             return int(value) if value.isdigit() else None
     return 1
-
-
-def _entry_index(command: list[str], entry: str, offset: int) -> int:
-    """Where the entry script sits in argv; launcher flags go before it."""
-    for i in range(offset, len(command)):
-        if Path(command[i]) == Path(entry):
-            return i
-    return offset
-
-
-def _without_flag(args: list[str], flag: str) -> list[str]:
-    """``args`` without an earlier setting of ``flag`` (``--f=v`` or ``--f v``)."""
-    out: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == flag:
-            skip = True
-        elif not arg.startswith(flag + "="):
-            out.append(arg)
-    return out

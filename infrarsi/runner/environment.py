@@ -2,7 +2,7 @@
 
 A trial runs code InfraRSI did not write (the user's job, a model-written diff), so it gets only
 what a training job needs: the search path, locale, the accelerator, thread and framework settings,
-the contract's declared variables (``[sandbox] env``) and InfraRSI's own (``INFRARSI_*``, set by
+the job's own variables (the contract's ``workload.env``, the ``K=V`` prefix of the owner's command) and InfraRSI's own (``INFRARSI_*``, set by
 the runner). API keys, passwords, tokens and cloud credentials are never passed, even when their
 names would match a prefix below. HOME is a private directory of the trial (caches land there).
 """
@@ -53,7 +53,7 @@ def trial_environment(*, home: Path, declared: Mapping[str, str] | None = None,
     """The trial's environment.
 
     ``source`` (default: ``os.environ``) is filtered through the allow-list; ``declared`` (the
-    contract's ``[sandbox] env``) is the user's explicit choice and passed as written; ``runner``
+    contract's ``workload.env``) is the user's explicit choice and passed as written; ``runner``
     holds what InfraRSI sets for the trial (the probe file, PYTHONPATH additions…) and wins.
     """
     source = os.environ if source is None else source

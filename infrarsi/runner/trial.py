@@ -176,10 +176,11 @@ class _Trial:
             mounts = sandbox.Mounts(workspace=workspace.private, cwd=cwd, repo=self.spec.repo,
                                     read_only=[Path(p) for p in policy.read_only], network=policy.network)
             command = sandbox.wrap(argv, mounts)
-        env = trial_environment(home=workspace.home, declared=policy.env,
+        declared = self.contract.workload.env  # the owner's command's K=V prefix
+        env = trial_environment(home=workspace.home, declared=declared,
                                 runner=launcher_env(channel.path, steps=self.spec.total_steps,
                                                     warmup_steps=self.contract.workload.warmup_steps,
-                                                    pythonpath=policy.env.get("PYTHONPATH")))
+                                                    pythonpath=declared.get("PYTHONPATH")))
         launched = time.monotonic()
         try:
             self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)

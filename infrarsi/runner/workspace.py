@@ -217,6 +217,7 @@ class Workspace:
         if not by_file:
             return None
         try:
+            from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
             from infrarsi.knobs.rewrite import set_defaults
         except ImportError as err:
             return f"knobs {sorted(k for v in by_file.values() for k in v)} need a source rewrite: {err}"
@@ -227,7 +228,10 @@ class Workspace:
             if not path.is_file():
                 return f"knobs {sorted(values)} are defined in {rel}, which is not in the repository"
             try:
-                path.write_text(set_defaults(path.read_text(), values))
+                if path.suffix.lower() in DATA_SUFFIXES:  # a --config file the command names
+                    path.write_text(set_data_config(path.read_text(), path.suffix, values))
+                else:
+                    path.write_text(set_defaults(path.read_text(), values))
             except Exception as err:  # a rewrite failure of any kind is this candidate's failure
                 return f"could not write knobs {sorted(values)} into {rel}: {type(err).__name__}: {err}"
         return None

@@ -17,9 +17,12 @@ init writes it into the user's file only when called with ``insert_probe=True`` 
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
 import re
-from dataclasses import asdict, dataclass, field
+import sys
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
@@ -37,9 +40,13 @@ from infrarsi.contract import (
     file_sha256,
     save_contract,
 )
+from infrarsi.commandline import Command, CommandError, parse_command, script_settings
 from infrarsi.knobs.catalog import classify, domain
+from infrarsi.knobs.command_values import apply_command
+from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
+from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.source import DiscoveryError, dotted, parse, python_files, read_text, walk
 
 WARMUP_STEPS = 3
@@ -73,6 +80,14 @@ class InitResult:
     """The codemod's diff when the probe is missing and the loop was found (None otherwise)."""
     probe_inserted: bool = False
     warnings: list[str] = field(default_factory=list)
+    entry_why: str = ""
+    """Why the entry point is this file (the command names it, or what made it the best candidate)."""
+    loop_kind: str = ""
+    """Where the training loop is: module_loop | function_from_module | main_guard | trainer | none."""
+    loop_why: str = ""
+    """What was found and how running the script reaches it."""
+    notes: list[str] = field(default_factory=list)
+    """What init changed about the baseline (a device this machine lacks), as in the contract."""
 
     @property
     def ok(self) -> bool:
@@ -87,6 +102,8 @@ class InitResult:
 def init(
     repo: Path,
     *,
+    command: list[str] | None = None,
+    cwd: Path | str | None = None,
     scope: list[str] | None = None,
     budget_bytes: int | None = None,
     entry: str | None = None,
@@ -96,28 +113,109 @@ def init(
     measured_steps: int = MEASURED_STEPS,
     planned_steps: int | None = None,
 ) -> InitResult:
-    """Discover ``repo``'s job and write its contract; every failure comes back as status ``error``."""
+    """Discover ``repo``'s job and write its contract; every failure comes back as status ``error``.
+
+    ``command``: the owner's launch command (what followed ``--``), run from ``cwd`` (a directory
+    inside ``repo``; default the repo root). Without it the entry point and launcher are detected."""
     repo = Path(repo)
     if not repo.is_dir():
         return InitResult("error", f"{repo} is not a directory")
     try:
-        return _init(repo, scope, budget_bytes, entry, launcher, insert_probe, warmup_steps, measured_steps,
+        user = _user_command(repo, command, cwd) if command is not None else None
+        if user is not None and (entry is not None or launcher is not None):
+            raise DiscoveryError("--entry and --launcher cannot be combined with a command after --: "
+                                 "the command names the script and its launcher")
+        return _init(repo, user, scope, budget_bytes, entry, launcher, insert_probe, warmup_steps, measured_steps,
                      planned_steps)
-    except (DiscoveryError, ContractError) as err:
+    except (DiscoveryError, ContractError, CommandError) as err:
         return InitResult("error", str(err))
 
 
-def _init(repo, scope, budget_bytes, entry, launcher, insert_probe, warmup, measured, planned) -> InitResult:
-    ep = find_entry(repo, entry)
+@dataclass(slots=True)
+class _UserCommand:
+    command: Command
+    cwd: str
+    """Repo-relative directory the command runs in."""
+    entry: str
+    """Repo-relative file of the script (or ``-m`` module)."""
+
+
+def _user_command(repo: Path, tokens: list[str], cwd: Path | str | None) -> _UserCommand:
+    """The command after ``--``, checked: it must start (its script or module is a file in the repo)."""
+    command = parse_command(list(tokens))
+    root = repo.resolve()
+    where = (repo / cwd if cwd is not None and not Path(cwd).is_absolute() else Path(cwd or repo)).resolve()
+    try:
+        cwd_rel = where.relative_to(root).as_posix()
+    except ValueError:
+        raise CommandError(f"the command's directory {where} is outside the repository {root}") from None
+    if not where.is_dir():
+        raise CommandError(f"the command's directory {where} does not exist")
+    shown = " ".join(command.argv)
+    target = command.target_text
+    if command.module:
+        parts = target.split(".")
+        options = [where.joinpath(*parts).with_suffix(".py"), where.joinpath(*parts, "__main__.py")]
+        if root != where:
+            options += [root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__main__.py")]
+        found = next((p for p in options if p.is_file()), None)
+        if found is None:
+            raise CommandError(f"`{shown}` does not start: no module {target} in {where} "
+                               "(InfraRSI reads the training code from the repository)")
+    else:
+        found = (where / target).resolve()
+        if not found.is_file():
+            raise CommandError(f"`{shown}` does not start: {target} does not exist in {where}")
+    try:
+        entry = found.resolve().relative_to(root).as_posix()
+    except ValueError:
+        raise CommandError(f"`{shown}`: {target} is outside the repository {root}") from None
+    if command.launcher == "accelerate" and importlib.util.find_spec("accelerate") is None:
+        raise CommandError(f"`{shown}` does not start: accelerate is not installed in this Python ({sys.executable})")
+    _require_python(repo, entry)
+    return _UserCommand(command=command, cwd=cwd_rel, entry=entry)
+
+
+def _require_python(repo: Path, rel: str) -> None:
+    """The script must be Python source, said in one line when it is not."""
+    try:
+        text = (repo / rel).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DiscoveryError(f"{rel} is not a Python file (it is not UTF-8 text)") from None
+    if not rel.endswith(".py"):
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            raise DiscoveryError(f"{rel} is not a Python file (it does not parse as Python)") from None
+
+
+def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher, insert_probe, warmup, measured,
+          planned) -> InitResult:
+    if user is not None:
+        ep = find_entry(repo, user.entry, why=f"the command runs it (`{' '.join(user.command.argv)}`)")
+        ep = EntryPoint(ep.path, ep.wrapper, user.command.launcher, "the command's launcher", ep.trains, ep.why)
+    else:
+        ep = find_entry(repo, entry)
     if launcher is not None:
         if launcher not in ("python", "torchrun"):
             raise DiscoveryError(f"launcher must be python or torchrun, got {launcher!r}")
-        ep = EntryPoint(ep.path, ep.wrapper, launcher, "chosen with --launcher", ep.trains)
+        ep = EntryPoint(ep.path, ep.wrapper, launcher, "chosen with --launcher", ep.trains, ep.why)
     found = discover(repo, ep)
     warnings = list(found.warnings)
+    loop = find_loop((ep.path, ep.wrapper), [(rel, parse(repo, rel)) for rel in found.files[1:]])
+    if not loop.found:
+        warnings.append(loop.why)
 
-    knobs, workload_facts = _knobs(found, ep, warnings)
-    workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings)
+    set_by: dict[str, str] = {}
+    if user is not None:
+        values = apply_command(repo, user.cwd, found, user.command)
+        found = Discovery(style=found.style, knobs=values.knobs, skipped=values.skipped, files=found.files,
+                          warnings=found.warnings)
+        set_by = values.set_by
+    knobs, workload_facts = _knobs(found, ep, warnings, user)
+    knobs, fit = _fit_device(repo, ep, knobs, set_by)
+    warnings.extend(fit.notes)
+    workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings, user, fit)
 
     editable, functions = _scope(repo, found, ep, scope)
     diff, inserted, missing = _probe(repo, found, ep, insert_probe, warnings)
@@ -159,7 +257,31 @@ def _init(repo, scope, budget_bytes, entry, launcher, insert_probe, warmup, meas
         probe_diff=diff,
         probe_inserted=inserted,
         warnings=warnings,
+        entry_why=ep.why,
+        loop_kind=loop.kind,
+        loop_why=loop.why,
+        notes=list(fit.notes),
     )
+
+
+def _machine() -> str:
+    import platform
+
+    return f"{platform.node() or 'this host'}, {os.cpu_count() or 1} CPUs"
+
+
+def _fit_device(repo: Path, ep: EntryPoint, knobs: list[Knob], set_by: dict[str, str]) -> tuple[list[Knob], DeviceFit]:
+    """Knobs with a device this machine has as their default; the overrides and notes that say so."""
+    has_cuda = _cuda_count() > 0
+    if not has_cuda and not any(k.name == "device" for k in knobs):
+        extra = module_device_knob(ep.path, ep.wrapper)
+        if extra is not None and not any(k.name == extra.name for k in knobs):
+            knobs = [*knobs, extra]
+    fit = fit_device(knobs, set_by, has_cuda, _machine())
+    if not has_cuda and not fit.overrides and not any(is_device_knob(k) for k in knobs):
+        require_no_cuda(ep.path, ep.wrapper, _machine())
+    knobs = [replace(k, default=fit.overrides[k.name]) if k.name in fit.overrides else k for k in knobs]
+    return knobs, fit
 
 
 # ---------------------------------------------------------------- knobs and workload
@@ -178,7 +300,7 @@ class _Facts:
     steps: RawKnob | None = None
 
 
-def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str]) -> tuple[list[Knob], _Facts]:
+def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None) -> tuple[list[Knob], _Facts]:
     names = [k.name for k in found.knobs]
     rules = {k.name: classify(k, names) for k in found.knobs}
     roles = {name: rule.role for name, rule in rules.items()}
@@ -236,31 +358,49 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str]) -> tuple[list[
             )
         )
     if ep.launcher == "torchrun":
-        knobs.append(_nproc_knob(facts.global_batch))
+        knobs.append(_nproc_knob(facts.global_batch, _command_nproc(user)))
     return knobs, facts
 
 
-def _nproc_knob(global_batch: int) -> Knob:
+def _command_nproc(user) -> int:
+    """The process count the owner's torchrun command gives (1 when it gives none or a word)."""
+    if user is None:
+        return 1
+    for arg in script_settings(user.command.head[1:]):
+        if arg.flag.replace("-", "_") == "__nproc_per_node" and arg.value and arg.value.isdigit():
+            return int(arg.value)
+    return 1
+
+
+def _nproc_knob(global_batch: int, default: int = 1) -> Knob:
     """torchrun's process count: 1 to the devices this machine has, dividing the global batch."""
     devices = _cuda_count() or os.cpu_count() or 1
     values = [n for n in range(1, devices + 1) if global_batch and global_batch % n == 0] or [1]
+    if default not in values:
+        values = sorted({*values, default})
     return Knob(
-        name="nproc_per_node", role="nproc_per_node", type="int", default=1, flag="--nproc_per_node",
+        name="nproc_per_node", role="nproc_per_node", type="int", default=default, flag="--nproc_per_node",
         domain=values if len(values) > 1 else [], tunable=len(values) > 1,
         help="torchrun processes per node (a launcher option: it goes before the script)", source="launcher",
     )
 
 
-def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, warnings) -> Workload:
-    command = ["torchrun", "--nproc_per_node=1", ep.path] if ep.launcher == "torchrun" else ["python", ep.path]
+def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, warnings, user=None,
+              fit: DeviceFit | None = None) -> Workload:
+    if user is not None:
+        command = list(user.command.argv)
+    elif ep.launcher == "torchrun":
+        command = ["torchrun", "--nproc_per_node=1", ep.path]
+    else:
+        command = ["python", ep.path]
     args = {}
     steps = facts.steps
     if steps is not None and steps.flag:
         args[steps.flag.lstrip("-")] = warmup + measured
     if steps is None:
         warnings.append(
-            "no step-count knob (max_iters, steps, …): trials cannot be cut to "
-            f"{warmup + measured} steps and run the whole job"
+            "no step-count knob (max_iters, steps, …): the launcher stops each trial after "
+            f"{warmup} warm-up + {measured} measured steps"
         )
     if planned is None:
         planned = steps.default if steps is not None else warmup + measured
@@ -269,8 +409,13 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
     return Workload(
         entry=ep.path,
         command=command,
-        cwd=".",
+        cwd=user.cwd if user is not None else ".",
         launcher=ep.launcher,
+        module=user.command.target_text if user is not None and user.command.module else "",
+        command_from="user" if user is not None else "init",
+        env=dict(user.command.env) if user is not None else {},
+        overrides=dict(fit.overrides) if fit is not None else {},
+        notes=list(fit.notes) if fit is not None else [],
         knob_style=found.style,
         args=args,
         tokens_per_step=facts.tokens,
@@ -357,17 +502,20 @@ def _probe(repo: Path, found: Discovery, ep: EntryPoint, write: bool, warnings: 
         return None, False, False
     loop_files = [rel for rel, t in texts.items() if ".backward(" in t]
     if not loop_files:
-        warnings.append("the probe is missing and no file of the job calls .backward(): add probe.step by hand")
+        warnings.append("no probe (optional: the launcher measures steps from outside the job); no file of the "
+                        "job calls .backward(), so phases need probe.step by hand")
         return None, False, True
     rel = ep.path if ep.path in loop_files else loop_files[0]
     edit, diff = probe_diff(texts[rel], rel, distributed=ep.launcher == "torchrun")
     if edit.status != "inserted":
-        warnings.append(f"the probe is missing and cannot be inserted into {rel}: {edit.reason}; add probe.step by hand")
+        warnings.append(f"no probe (optional: the launcher measures steps from outside the job); it cannot be "
+                        f"inserted into {rel}: {edit.reason}")
         return None, False, True
     if write:
         (repo / rel).write_text(edit.code)
         return diff, True, False
-    warnings.append(f"the probe is missing from {rel}: review the diff and rerun with --insert-probe to write it")
+    warnings.append(f"no probe in {rel} (optional: the launcher measures steps from outside the job); to name "
+                    "phases, review the diff and rerun with --insert-probe")
     return diff, False, True
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infrarsi.commandline import split_env
 from infrarsi.contract import ContractError, contract_path, load_contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.goal import Goal, GoalError, parse_goal
@@ -35,11 +36,18 @@ class OptimizeResult:
     apply: ApplyResult | None = None
 
 
-def _needs_init(repo: Path, goal: Goal) -> bool:
-    """No contract yet, or the goal asks for a budget or scope the contract does not have."""
+def _needs_init(repo: Path, goal: Goal, command: list[str] | None, cwd: Path | None) -> bool:
+    """No contract yet, the goal asks for a budget or scope the contract does not have, or the
+    owner gives a command the contract does not hold."""
     if not contract_path(repo).exists():
         return True
     contract = load_contract(repo)
+    if command is not None:
+        env, argv = split_env(command)
+        w = contract.workload
+        where = Path(cwd or repo).resolve()
+        if (w.command_from, w.command, w.env) != ("user", argv, env) or where != (repo / w.cwd).resolve():
+            return True
     if goal.budget_bytes is not None and goal.budget_bytes != contract.memory.budget_bytes:
         return True
     return any(path in contract.scope.editable for path in goal.exclude)
@@ -65,7 +73,10 @@ def optimize(
     use_bank: bool = True,
     on_event: EventSink = ignore,
     sandbox: bool = True,
+    command: list[str] | None = None,
+    cwd: Path | None = None,
 ) -> OptimizeResult:
+    """``command``: the owner's launch command (what followed ``--``), run from ``cwd``; see ``init``."""
     repo = Path(repo).resolve()
     llm = load_llm_config(repo)
     for warning in llm.warnings:
@@ -81,10 +92,10 @@ def optimize(
     if trials is None and minutes is None:
         trials = DEFAULT_TRIALS
     try:
-        if _needs_init(repo, goal):
+        if _needs_init(repo, goal, command, cwd):
             on_event(Event(stage="init", kind="begin", message="reading the training repo"))
             scope = [f"-{p}" for p in goal.exclude] or None
-            done = init(repo, scope=scope, budget_bytes=goal.budget_bytes)
+            done = init(repo, scope=scope, budget_bytes=goal.budget_bytes, command=command, cwd=cwd)
             on_event(Event(stage="init", kind="end", message=done.message))
             result.stages.append("init")
             if not done.ok:

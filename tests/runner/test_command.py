@@ -59,3 +59,18 @@ def test_local_ranks_come_from_torchrun_nproc(tmp_path):
                               (["torchrun", "train.py", "--nproc_per_node=8"], 1)]:
         contract.workload.command = command
         assert local_ranks(contract, build_argv(contract, {})) == expected, command
+
+
+def test_a_knob_replaces_the_commands_own_setting_in_any_spelling(tmp_path):
+    extra = [
+        Knob(name="lr", role="unknown", type="float", default=0.1, flag="--lr"),
+        Knob(name="cuda", role="unknown", type="bool", default=True, flag="--cuda", flag_style="bool_optional"),
+        Knob(name="fast", role="unknown", type="bool", default=True, flag="--fast", flag_style="store_true"),
+    ]
+    contract = contract_for(tmp_path, ["python", "train.py", "--batch_size", "8", "--lr=0.1", "--cuda", "--fast",
+                                       "data.txt"], extra=extra)
+    argv = build_argv(contract, {"batch_size": 16, "lr": 0.5, "cuda": False, "fast": False}, python="PY")
+    assert argv == ["PY", "train.py", "--batch_size=16", "--lr=0.5", "--no-cuda", "data.txt"]
+    # A flag the command does not have is appended; nothing is set twice.
+    argv = build_argv(contract, {"step_s": 0.5}, python="PY")
+    assert argv == ["PY", "train.py", "--batch_size", "8", "--lr=0.1", "--cuda", "--fast", "data.txt", "--step_s=0.5"]

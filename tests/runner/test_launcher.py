@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infrarsi.contract import Knob, SandboxPolicy
+from infrarsi.contract import Knob
 from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -283,7 +283,7 @@ def test_the_users_own_sitecustomize_still_runs(tmp_path):
     (repo / "theirs").mkdir()
     (repo / "theirs" / "sitecustomize.py").write_text("print('their sitecustomize ran', flush=True)\n")
     # The job's own PYTHONPATH, declared in the contract (InfraRSI's environment is not passed on).
-    contract = replace(contract, sandbox=SandboxPolicy(env={"PYTHONPATH": "theirs"}))
+    contract = replace(contract, workload=replace(contract.workload, env={"PYTHONPATH": "theirs"}))
     result = trial(repo, contract)
     assert result.status is TrialStatus.OK, result.detail
     assert "their sitecustomize ran" in Path(result.log_path).read_text()

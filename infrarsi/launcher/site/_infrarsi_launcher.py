@@ -400,18 +400,31 @@ def _install_safely(torch) -> None:
 
 
 class _TorchImportWatcher:
-    """A meta-path finder that runs :func:`_install` right after ``import torch`` completes."""
+    """A meta-path finder that runs :func:`_install` right after ``import torch`` completes.
+
+    It stays on the meta path until torch actually executes: libraries ask
+    ``importlib.util.find_spec("torch")`` to see whether torch is installed (``datasets`` does)
+    without importing it, and the import that follows needs the watcher again."""
+
+    def __init__(self):
+        self.looking = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != "torch" or self.looking:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self.looking = True  # the lookup below walks the meta path again
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.looking = False
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
+        watcher = self
 
         def exec_then_observe(module):
+            if watcher in sys.meta_path:
+                sys.meta_path.remove(watcher)
             exec_module(module)
             _install_safely(module)
 

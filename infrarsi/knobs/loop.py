@@ -1,0 +1,178 @@
+"""Where a script's training loop is, and how running the script reaches it.
+
+Read from source only (libcst): the loop is a ``.backward()`` call, or a ``Trainer``'s
+``train()`` / ``fit()`` (Hugging Face, Lightning), reached from what runs when the script is run —
+its module-level statements, or its ``if __name__ == "__main__":`` block — directly or through
+functions of the script and of the repo modules it imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from infrarsi.knobs.source import dotted, walk
+
+KINDS = ("module_loop", "function_from_module", "main_guard", "trainer", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    kind: str
+    """module_loop | function_from_module | main_guard | trainer | none (see KINDS)."""
+    why: str
+    """One sentence: what was found and how the script reaches it."""
+    where: str = ""
+    """``file:line`` of the ``backward()`` or ``train()``/``fit()`` call."""
+
+    @property
+    def found(self) -> bool:
+        return self.kind != "none"
+
+
+def is_main_guard(stmt: cst.CSTNode) -> bool:
+    if not isinstance(stmt, cst.If) or not isinstance(stmt.test, cst.Comparison):
+        return False
+    sides = [stmt.test.left, *(c.comparator for c in stmt.test.comparisons)]
+    names = {dotted(s) for s in sides}
+    strings = {s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)}
+    return "__name__" in names and "__main__" in strings
+
+
+class _File:
+    def __init__(self, rel: str, wrapper: MetadataWrapper):
+        self.rel = rel
+        self.module = wrapper.module
+        self.positions = wrapper.resolve(PositionProvider)
+
+    def where(self, node: cst.CSTNode) -> str:
+        return f"{self.rel}:{self.positions[node].start.line}"
+
+
+def _own_nodes(node: cst.CSTNode):
+    """Nodes under ``node`` that run with it: nested function and class bodies left out."""
+    yield node
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        yield from _own_nodes(child)
+
+
+def _trainer_names(module: cst.Module) -> set[str]:
+    """Variables assigned an instance of a class whose name ends in ``Trainer``."""
+    out = set()
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            if dotted(node.value.func).rsplit(".", 1)[-1].endswith("Trainer"):
+                out |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+    return out
+
+
+def _library(module: cst.Module) -> str:
+    code = module.code
+    if "lightning" in code:
+        return "a Lightning Trainer"
+    if "transformers" in code:
+        return "a Hugging Face Trainer"
+    return "a Trainer"
+
+
+class _Graph:
+    """Module-level functions of the files, and which call backward, a trainer, or each other."""
+
+    def __init__(self, files: list[_File]):
+        self.files = files
+        self.functions: dict[str, tuple[_File, cst.FunctionDef]] = {}
+        for f in files:
+            for stmt in f.module.body:
+                if isinstance(stmt, cst.FunctionDef) and stmt.name.value not in self.functions:
+                    self.functions[stmt.name.value] = (f, stmt)
+        self.trainers = {f.rel: _trainer_names(f.module) for f in files}
+
+    def direct(self, f: _File, nodes: list[cst.CSTNode]) -> tuple[str, str, str] | None:
+        """(kind, call text, file:line) of a backward or trainer call among ``nodes``' own code."""
+        for top in nodes:
+            for node in _own_nodes(top):
+                if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+                    continue
+                attr = node.func.attr.value
+                target = dotted(node.func.value)
+                if attr == "backward":
+                    return "backward", f"{target or '…'}.backward()", f.where(node)
+                if attr in ("train", "fit"):
+                    obj = node.func.value
+                    if isinstance(obj, cst.Call):
+                        head = dotted(obj.func) + "(…)"
+                        is_trainer = dotted(obj.func).rsplit(".", 1)[-1].endswith("Trainer")
+                    else:
+                        head = target
+                        is_trainer = bool(target) and (
+                            target in self.trainers[f.rel] or target.rsplit(".", 1)[-1].lower().endswith("trainer"))
+                    if is_trainer:
+                        return "trainer", f"{head}.{attr}() ({_library(f.module)})", f.where(node)
+        return None
+
+    def calls(self, nodes: list[cst.CSTNode]) -> list[str]:
+        names = []
+        for top in nodes:
+            for node in _own_nodes(top):
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.functions:
+                    names.append(node.func.value)
+        return list(dict.fromkeys(names))
+
+    def reach(self, name: str, seen: set[str]) -> list[tuple[str, str]] | None:
+        """Chain [(function, file:line)…, (call, file:line)] from ``name`` to a loop call."""
+        if name in seen:
+            return None
+        seen.add(name)
+        f, fn = self.functions[name]
+        hit = self.direct(f, [fn.body])
+        here = (f"{name}()", f.where(fn))
+        if hit is not None:
+            return [here, (hit[0], hit[1], hit[2])]
+        for callee in self.calls([fn.body]):
+            chain = self.reach(callee, seen)
+            if chain is not None:
+                return [here, *chain]
+        return None
+
+
+def _describe(origin: str, chain: list) -> Loop:
+    *functions, (kind, call, where) = chain
+    path = " → ".join(f"{name} ({at})" for name, at in functions)
+    what = "runs the loop" if kind == "trainer" else "calls"
+    return Loop(kind="trainer" if kind == "trainer" else origin, why=f"{origin_text(origin)} {path} {what} {call}",
+                where=where)
+
+
+def origin_text(origin: str) -> str:
+    return {"function_from_module": "called from module level (no __main__ guard):",
+            "main_guard": "behind the __main__ guard:"}[origin]
+
+
+def find_loop(entry: tuple[str, MetadataWrapper], imported: list[tuple[str, MetadataWrapper]] = ()) -> Loop:
+    """The loop the entry script reaches when it is run, and how."""
+    files = [_File(*entry), *(_File(*i) for i in imported)]
+    graph = _Graph(files)
+    main = files[0]
+    body = list(main.module.body)
+    top = [s for s in body if not isinstance(s, (cst.FunctionDef, cst.ClassDef)) and not is_main_guard(s)]
+    guards = [s for s in body if is_main_guard(s)]
+    for nodes, origin in ((top, "function_from_module"), ([g.body for g in guards], "main_guard")):
+        hit = graph.direct(main, nodes)
+        if hit is not None:
+            kind, call, where = hit
+            if kind == "trainer":
+                place = "at module level" if origin == "function_from_module" else "in the __main__ block"
+                return Loop("trainer", f"{call} {place} ({where}) runs the loop", where)
+            if origin == "function_from_module":
+                return Loop("module_loop", f"the loop runs at module level: {call} at {where}", where)
+            return Loop("main_guard", f"the loop runs in the __main__ block: {call} at {where}", where)
+        for name in graph.calls(nodes):
+            chain = graph.reach(name, set())
+            if chain is not None:
+                return _describe(origin, chain)
+    return Loop("none", f"no .backward() or Trainer train()/fit() is reached from {main.rel}'s module level "
+                        "or __main__ block")
