@@ -10,6 +10,10 @@ interleaved.
 Both: the median of each run's measured steps (warm-up excluded), then the median over repeats.
 Goals (issue 16): step time within 2%, start-up within 1 s.
 
+Wall-clock steps on a shared machine move with its load, so the job's CPU time per step is measured
+too (one thread, from the kernel's rusage of runs of two lengths: the difference over the extra
+steps, so start-up cancels out). That is what the hooks add, whatever the load.
+
     .venv/bin/python bench/launcher_overhead.py [--repeats 5] [--steps 22]
 """
 
@@ -30,7 +34,8 @@ from rich.console import Console
 from rich.table import Table
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.launcher import ENV_RECORDS
+from infrarsi.launcher import ENV_RECORDS, launcher_env
+from infrarsi.launcher.channel import RecordChannel
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -86,6 +91,38 @@ def launched(repo: Path, log_dir: Path, steps: int) -> tuple[float, float]:
     return result.step_time, result.startup_s
 
 
+def cpu_seconds(repo: Path, steps: int, hooked: bool, fifo: Path) -> float:
+    """User + system CPU seconds of one single-threaded run of ``steps`` steps, bare or hooked."""
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_FILE, ENV_RECORDS)}
+    args = {**XS, "max_iters": steps, "threads": 1}
+    channel = None
+    if hooked:
+        channel = RecordChannel(fifo)
+        env.update(launcher_env(fifo, steps=steps, warmup_steps=WARMUP, pythonpath=env.get("PYTHONPATH")))
+    else:
+        env[ENV_FILE] = str(fifo.with_suffix(".jsonl"))
+    proc = subprocess.Popen([sys.executable, "train.py", *[f"--{k}={v}" for k, v in args.items()]], cwd=repo,
+                            env={**env, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if channel is not None:
+        channel.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"run failed ({proc.returncode})")
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_per_step(repo: Path, tmp: Path, short: int, long: int, repeats: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {"bare": [], "launcher": []}
+    for i in range(repeats):
+        for side in (("bare", "launcher") if i % 2 == 0 else ("launcher", "bare")):
+            hooked = side == "launcher"
+            a = cpu_seconds(repo, short, hooked, tmp / f"cpu-{side}-{i}-a.fifo")
+            b = cpu_seconds(repo, long, hooked, tmp / f"cpu-{side}-{i}-b.fifo")
+            out[side].append((b - a) / (long - short))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -105,6 +142,8 @@ def main() -> None:
                     runs[side].append(bare(repo, Path(tmp) / f"probe{i}.jsonl", args.steps))
                 else:
                     runs[side].append(launched(repo, Path(tmp) / f"trial{i}", args.steps))
+        console.print("CPU time per step…")
+        cpu = cpu_per_step(repo, Path(tmp), 4, 4 + args.steps, args.repeats)
     load = open("/proc/loadavg").read().split()[:3]
     table = Table(title=f"launcher overhead: dense_gpt XS, {args.steps} steps ({WARMUP} warm-up), "
                         f"{args.repeats} interleaved repeats; load {' '.join(load)}")
@@ -116,9 +155,14 @@ def main() -> None:
                   f"{(step['launcher'] / step['bare'] - 1) * 100:+.2f} %", "≤ 2 %")
     table.add_row("start-up", f"{start['bare']:.2f} s", f"{start['launcher']:.2f} s",
                   f"{start['launcher'] - start['bare']:+.2f} s", "≤ 1 s")
+    per_step = {side: statistics.median(values) for side, values in cpu.items()}
+    table.add_row("CPU per step (1 thread)", f"{per_step['bare'] * 1000:.2f} ms", f"{per_step['launcher'] * 1000:.2f} ms",
+                  f"{(per_step['launcher'] / per_step['bare'] - 1) * 100:+.2f} %", "≤ 2 %")
     for side, values in runs.items():
         table.add_row(f"runs, {side}", ", ".join(f"{s * 1000:.1f}" for s, _ in values) + " ms",
                       ", ".join(f"{u:.2f}" for _, u in values) + " s", "", "")
+    for side, values in cpu.items():
+        table.add_row(f"CPU/step runs, {side}", ", ".join(f"{v * 1000:.1f}" for v in values) + " ms", "", "", "")
     console.print(table)
 
 
