@@ -4,6 +4,7 @@ a locked helper module, and a contract built directly (init is not needed to run
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -69,6 +70,17 @@ def make_repo(tmp_path):
         return repo, make_contract(repo, **contract_args)
 
     return make
+
+
+def reader_lag(result, step: int) -> float:
+    """How late InfraRSI read step ``step``'s record (its arrival minus the job's stamp), from the
+    trial's records.jsonl. Measured steps are timed from the arrival of the step before them, so
+    their sum may read short of the job's real time by this much, never more."""
+    for line in open(result.probe_path):
+        record = json.loads(line)
+        if record["kind"] == "step" and record["step"] == step:
+            return record["arrived"] - record["t"]
+    raise AssertionError(f"no record of step {step} in {result.probe_path}")
 
 
 def tree_digest(root: Path) -> str:

@@ -1,5 +1,6 @@
 """Every status from a real run of a real process; the user's tree untouched after each."""
 
+import json
 import re
 import time
 
@@ -8,7 +9,7 @@ import pytest
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 
-from .conftest import REFERENCE, TOKENS, trial_processes, tree_digest
+from .conftest import REFERENCE, TOKENS, reader_lag, trial_processes, tree_digest
 
 pytestmark = pytest.mark.e2e
 
@@ -30,9 +31,9 @@ def test_ok_measures_every_step_and_leaves_logs_under_the_state_dir(make_repo):
     result, events = trial(repo, contract, {"step_s": 0.05})
     assert result.status is TrialStatus.OK, result.detail
     assert len(result.warmup_times) == 2 and len(result.step_times) == 4
-    # The knob reached the script: every step sleeps its 50 ms (the sum: arrival times jitter by
-    # how late InfraRSI's reader woke, single steps may read a little short).
-    assert sum(result.step_times) >= 4 * 0.05 - 0.005 and max(result.step_times) < 0.5, result.step_times
+    # The knob reached the script: every step sleeps its 50 ms. (The sum: arrival times jitter by
+    # how late InfraRSI's reader woke, so a single step may read a little short.)
+    assert sum(result.step_times) >= 4 * 0.05 - reader_lag(result, 1), result.step_times
     assert result.losses == pytest.approx([4.0 * 0.9**i for i in range(6)])
     assert result.tokens_per_step == TOKENS
     assert result.phases["forward"] >= 0.05
@@ -41,9 +42,12 @@ def test_ok_measures_every_step_and_leaves_logs_under_the_state_dir(make_repo):
     assert 10 * 2**20 < result.peak_bytes < 2 * 2**30
     assert ".infrarsi/trials/" in result.log_path and result.probe_path.endswith("records.jsonl")
     assert result.source == "launcher" and result.samples_per_step == 4
-    # The launcher stopped the job at the end of its 6th optimizer step, before it printed it.
+    # The launcher stopped the job at the end of its 6th step, before it printed it...
     log = open(result.log_path).read()
     assert "iter 4: loss" in log and "iter 5: loss" not in log
+    # ...after its probe.step() for that step: every step's phases arrived.
+    kinds = [json.loads(line)["kind"] for line in open(result.probe_path)]
+    assert kinds.count("step") == kinds.count("probe") == 6 and kinds[-1] == "exit"
     assert "--max_iters=6" in open(result.log_path.replace("output.log", "command.txt")).read()
     assert [e.data["step"] for e in events if e.kind == "report"] == list(range(6))
     assert result.hunks == []
@@ -64,7 +68,7 @@ def test_a_job_without_the_probe_is_measured_by_the_launcher(make_repo):
     assert result.source == "launcher" and len(result.step_times) == 4
     # Each step sleeps 30 ms. Arrival times jitter by how late the reader woke, so single steps may
     # read a little short; their sum cannot (it spans the arrival of the first step to the last).
-    assert sum(result.step_times) >= 4 * 0.03 - 0.005 and max(result.step_times) < 0.5, result.step_times
+    assert sum(result.step_times) >= 4 * 0.03 - reader_lag(result, 1), result.step_times
     assert result.losses[:4] == pytest.approx(REFERENCE, rel=1e-6)
     assert result.tokens_per_step == TOKENS and result.samples_per_step == 4
     assert result.phases == {} and result.model_facts == {}
@@ -135,11 +139,10 @@ def test_clearly_slower_runs_are_aborted_early(make_repo):
 
 def test_timeout_kills_the_whole_tree(make_repo):
     repo, contract = make_repo("hangs.py")
-    # Long enough for the job to import torch and report its step on a loaded machine.
-    result, _ = trial(repo, contract, timeout_s=15.0)
+    result, _ = trial(repo, contract, timeout_s=2.0)
     assert result.status is TrialStatus.TIMEOUT
-    assert "still running after 15 s (1 of 6 steps reported)" in result.detail
-    assert 15.0 <= result.wall_s < 30
+    assert "still running after 2 s (1 of 6 steps reported)" in result.detail
+    assert 2.0 <= result.wall_s < 10
     log = open(result.log_path).read()
     assert "helper pid" in log
     assert not trial_processes(log), "the helper in its own session survived"
@@ -155,7 +158,7 @@ def test_flagless_knob_is_written_into_the_copy(make_repo):
     contract = make_contract(repo, knob_list=[k for k in knobs() if k.name != "step_s"] + [source_knob])
     result, _ = trial(repo, contract, {"step_s": 0.06})
     assert result.status is TrialStatus.OK, result.detail
-    assert sum(result.step_times) >= len(result.step_times) * 0.06 - 0.005, result.step_times
+    assert sum(result.step_times) >= len(result.step_times) * 0.06 - reader_lag(result, 1), result.step_times
     assert [h.path for h in result.hunks] == ["train.py"]
     assert "default=0.06" in result.hunks[0].text
 

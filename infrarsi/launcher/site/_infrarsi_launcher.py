@@ -97,7 +97,7 @@ class _Observer:
         self.pid = os.getpid()
         self.step = 0
         self.via = None
-        self.probed = False
+        self.probe_calls = 0
         self.stop_pending = False
         self.started = False
         self.stopped = False
@@ -113,7 +113,7 @@ class _Observer:
         """The job's first forward or backward: the start of step 0."""
         self.started = True
         self.channel.send({"kind": "start"})
-        if self.flop_step == 0:
+        if self.flop_step == 0 and self.torch is not None:
             self.count_flops()
 
     def before_forward(self, module, args) -> None:
@@ -178,7 +178,7 @@ class _Observer:
         """A ``probe.step()`` call: phases for the step the hooks ended, or the step boundary itself
         in a process that had no other before its first one."""
         self.channel.send(record)
-        self.probed = True
+        self.probe_calls += 1
         if self.via in (None, "probe"):
             self.boundary("probe", loss=record.get("loss"), tokens=record.get("tokens"))
         elif self.stop_pending:
@@ -213,8 +213,8 @@ class _Observer:
         self.step += 1
         self.losses, self.tokens, self.samples = [], 0, 0
         if self.total and self.step >= self.total:
-            if self.probed and via != "probe":
-                # The script's probe.step() for this step comes next: wait for its phases.
+            if via != "probe" and 0 < self.probe_calls == self.step - 1:
+                # The script calls probe.step() after every step: wait for this one's phases.
                 self.stop_pending = True
             else:
                 self.stop()

@@ -1,13 +1,12 @@
 """Reports one step, then hangs, with a helper process in a session of its own (as torchrun's
-workers are), so only a walk of the whole tree can find it."""
+workers are), so only a walk of the whole tree can find it. No torch: the probe's call is the step
+(the launcher's probe mode), so the step comes quickly whatever the machine's load."""
 
 import argparse
 import os
 import subprocess
 import sys
 import time
-
-import torch
 
 from infrarsi import probe
 
@@ -17,25 +16,9 @@ parser.add_argument("--batch_size", type=int, default=4)
 parser.add_argument("--block_size", type=int, default=8)
 args = parser.parse_args()
 
-# A real training step for the launcher to observe: an embedding of the batch's token ids, a loss
-# backward() runs on, an optimizer step. lr=0 keeps the weights, so the loss is the scripted one.
-model = torch.nn.Embedding(256, 4)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-
-
-def train_step(loss_value, rows=None):
-    """One optimizer step on a (rows, block_size) batch of token ids whose loss is ``loss_value``."""
-    tokens = torch.zeros(rows or args.batch_size, args.block_size, dtype=torch.long)
-    loss = model(tokens).sum() * 0 + loss_value
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-
-
 helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 # Pids inside the sandbox are its pid namespace's: the test finds the trial's processes by the
 # token every one of them inherits.
 print(f"helper pid {helper.pid} token {os.environ.get('INFRARSI_TRIAL_TOKEN')}", flush=True)
-train_step(4.0)
 probe.step(loss=4.0, tokens=args.batch_size * args.block_size)
 time.sleep(600)
