@@ -3,7 +3,6 @@ of which calls the probe or has a max-steps option unless the test says so."""
 
 from __future__ import annotations
 
-
 import json
 import os
 import subprocess
