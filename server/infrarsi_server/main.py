@@ -26,6 +26,7 @@ def build() -> InfraRSIServer:
         ls.loop = asyncio.get_running_loop()
         ls.repos.folders = [Path(to_fs_path(f.uri)).resolve() for f in ls.workspace.folders.values()]
         ls.log(f"InfraRSI server ready for {', '.join(map(str, ls.repos.folders)) or 'no folder'}")
+        ls.warming = asyncio.ensure_future(ls.analyses.warm())
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def folders_changed(ls: InfraRSIServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:

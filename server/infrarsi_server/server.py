@@ -34,8 +34,10 @@ class InfraRSIServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(NAME, VERSION, protocol_cls=InfraRSIProtocol)
         self.repos = Repos()
-        self.analyses = Analyses()
+        self.analyses = Analyses(log=lambda message: self.log(message, types.MessageType.Warning))
         self.jobs = Jobs()
+        self.warming: asyncio.Future | None = None
+        """Starting the analysis processes (kept so the task is not collected while it runs)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The event loop, once serving: threads hand it their notifications."""
 
