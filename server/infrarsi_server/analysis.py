@@ -34,8 +34,8 @@ DOCUMENTS = 32
 UNITS = 4096
 MAX_BYTES = 2_000_000
 """Larger files are not analysed (a generated file, a data dump saved as .py)."""
-JOB_LINES = 1500
-"""Units go to the analysis processes in jobs of about this many lines, each with its own time limit."""
+JOB_CHARS = 60_000
+"""Units go to the analysis processes in jobs of about this much text, each with its own time limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +135,13 @@ def plan_units(text: str, cut: units.Cut, names: list[str]) -> list[tuple[units.
 
 def _jobs(todo: list[tuple[units.Unit, list[str]]]) -> list[list[tuple[units.Unit, list[str]]]]:
     jobs: list[list[tuple[units.Unit, list[str]]]] = []
-    size = JOB_LINES
+    size = JOB_CHARS
     for item in todo:
-        if size + len(item[0].lines) > JOB_LINES and (not jobs or jobs[-1]):
+        if size + len(item[0].text) > JOB_CHARS:
             jobs.append([])
             size = 0
         jobs[-1].append(item)
-        size += len(item[0].lines)
+        size += len(item[0].text)
     return jobs
 
 
