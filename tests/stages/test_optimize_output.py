@@ -1,0 +1,28 @@
+"""What `optimize` prints at the end, from a real run: the outcome first, every line within 80 columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infrarsi.cli import outcome
+from infrarsi.stages.optimize import OptimizeResult
+from infrarsi.stages.report import report
+from infrarsi.stages.run import load_run
+
+
+def test_outcome_first_and_compact_in_80_columns(ran: Path):
+    run = load_run(ran)
+    result = OptimizeResult(status=run.status, message=run.message, run=run, report=report(ran, formats=("md",)))
+    lines = outcome.lines(result, 80, str(ran))
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    promoted = result.report.report.promoted_audit
+    if promoted is not None:
+        assert lines[0].startswith("Promoted: ")
+        assert "faster (95% CI " in lines[1]
+        reproduce = lines.index("Reproduce:")
+        assert lines[reproduce + 1].split()[0] == promoted.command.split()[0]
+    else:
+        assert lines[0].startswith("Not promoted: ")
+    assert any(line.startswith("Report: ") and line.endswith("report.md") for line in lines)
+    assert any(line.startswith("Trials: ") for line in lines)
+    assert len(lines) <= 25, "the long tables belong in the report (or --verbose)"
