@@ -114,7 +114,7 @@ async function main() {
     await page.keyboard.press("Enter");
     log("optimize started");
     let progressShot = false;
-    const finished = await until("the Optimize notification", 240, async () => {
+    const finished = await until("the Optimize notification", 420, async () => {
       const toasts = await visibleText(page, ".notifications-toasts .notification-toast");
       if (!progressShot && toasts.some((t) => t.includes("Optimize “"))) {
         progressShot = true;

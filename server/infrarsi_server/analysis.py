@@ -15,6 +15,7 @@ whose analysis crashed or overran its time limit gets one diagnostic saying so (
 from __future__ import annotations
 
 import asyncio
+import difflib
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -145,6 +146,41 @@ def _jobs(todo: list[tuple[units.Unit, list[str]]]) -> list[list[tuple[units.Uni
     return jobs
 
 
+def unit_edits(text: str, rewritten: list[tuple[units.Unit, str | None]], codec: PositionCodec
+               ) -> list[types.TextEdit] | None:
+    """The document edits that make each unit's rewrite; None where a change does not map to one
+    place in the document (it spans the gap between the imports and the definition, or two units
+    change the same lines): the caller then rewrites the whole document."""
+    edits: list[tuple[int, int, str]] = []
+    doc = text.splitlines(keepends=True)
+    if doc and not doc[-1].endswith(("\n", "\r")):
+        return None
+    for unit, new in rewritten:
+        if new is None:
+            continue
+        old_lines, new_lines = unit.text.splitlines(keepends=True), new.splitlines(keepends=True)
+        matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            span = unit.lines[i1:i2]
+            if any(b != a + 1 for a, b in zip(span, span[1:])):
+                return None
+            if i1 == i2:  # an insertion: only where the unit's lines are the document's neighbours
+                if 0 < i1 < len(unit.lines) and unit.lines[i1] != unit.lines[i1 - 1] + 1:
+                    return None
+                at = unit.lines[i1] - 1 if i1 < len(unit.lines) else unit.lines[-1]
+                edits.append((at, at, "".join(new_lines[j1:j2])))
+            else:
+                edits.append((span[0] - 1, span[-1], "".join(new_lines[j1:j2])))
+    edits.sort()
+    if any(b[0] < a[1] or (a[0] == a[1] == b[0] == b[1]) for a, b in zip(edits, edits[1:])):
+        return None
+    return [types.TextEdit(range=types.Range(start=types.Position(line=a, character=0),
+                                             end=types.Position(line=b, character=0)), new_text=t)
+            for a, b, t in edits]
+
+
 def _too_deep(detail: str) -> str:
     return f"InfraRSI: file too deep to analyse ({detail})"
 
@@ -259,6 +295,16 @@ class Analyses:
         return await asyncio.shield(task)
 
     async def _fix(self, owner: str, rel: str, text: str, name: str, codec: PositionCodec) -> list[types.TextEdit] | None:
+        patch = patch_library.REGISTRY[name]
+        if patch.reach == "definition" and patch.gate_knob is None:
+            # the patch changes only the definitions it finds sites in: rewrite just those
+            cut = await asyncio.to_thread(units.cut, text)
+            touched = [u for u in cut.units if patch.may_apply(u.text)]
+            result = await self._isolated.call(owner, worker.rewrite_units, rel, [u.text for u in touched], name)
+            if result.ok:
+                edits = unit_edits(text, list(zip(touched, result.value)), codec)
+                if edits is not None:
+                    return edits
         result = await self._isolated.call(owner, worker.rewrite, rel, text, name)
         if not result.ok:
             self.log(f"{owner}: the quick fix {name} was not computed: {result.status} ({result.detail})")

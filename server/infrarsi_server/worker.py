@@ -69,6 +69,11 @@ def ready() -> bool:
     return True
 
 
+def rewrite_units(rel: str, texts: list[str], name: str) -> list[str | None]:
+    """Each unit as the patch rewrites it, None where it does not apply."""
+    return [rewrite(rel, text, name) for text in texts]
+
+
 def rewrite(rel: str, text: str, name: str) -> str | None:
     """The whole document as the patch rewrites it (the quick fix), or None when it does not apply."""
     try:

@@ -59,3 +59,19 @@ def test_too_deep_for_python_is_said_so_without_parsing_further():
     cut = units.cut("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
     assert cut.too_deep and not cut.units
     assert units.cut("x = (\n").too_deep is False
+
+
+@pytest.mark.parametrize("rel", ["dense_gpt/model.py", "moe_gpt/model.py"])
+def test_a_quick_fix_from_units_is_the_whole_file_rewrite(rel: str):
+    from pygls.workspace import PositionCodec
+
+    from infrarsi_server.analysis import unit_edits
+    from tests.server.lsp import apply_edits
+
+    text = (FIXTURES / rel).read_text()
+    patch = REGISTRY["sdpa_attention"]
+    touched = [u for u in units.cut(text).units if patch.may_apply(u.text)]
+    edits = unit_edits(text, list(zip(touched, worker.rewrite_units(rel, [u.text for u in touched], patch.name))),
+                       PositionCodec())
+    assert edits, "the attention's definition maps back to the document"
+    assert apply_edits(text, edits) == patch.rewrite(text)
