@@ -32,6 +32,8 @@ def _readable(event, started: float | None) -> str:
         return event.message
     elapsed = f", {clock(time.monotonic() - started)}" if started is not None else ""
     step = f", {data['step_s'] * 1000:.0f} ms a step" if data.get("step_s") else ""
+    if data.get("kind") == "verification":  # reruns of the best against the baseline: not search trials
+        return f"re-verifying{elapsed}: {data['status']}{step}"
     kind = f" ({data['kind']})" if data.get("kind") not in (None, "search") else ""
     return f"trial {event.done} of {event.total}{elapsed}: {data['status']}{step}{kind}"
 

@@ -18,7 +18,7 @@ MIN_WIDTH = 40
 
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False) or [indent]
+                         break_long_words=False, break_on_hyphens=False) or [indent]
 
 
 def _command(command: str, width: int) -> list[str]:

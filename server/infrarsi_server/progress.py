@@ -67,7 +67,8 @@ class WorkDone:
             elapsed = clock(time.monotonic() - self.run_started) if self.run_started is not None else ""
             step_s = event.data.get("step_s")
             result = event.data["status"] + (f", {step_s * 1000:.0f} ms a step" if step_s else "")
-            message = f"trial {event.done} of {event.total}{', ' + elapsed if elapsed else ''}: {result}"
+            where = "re-verifying" if event.data.get("kind") == "verification" else f"trial {event.done} of {event.total}"
+            message = f"{where}{', ' + elapsed if elapsed else ''}: {result}"
         self._send(types.WorkDoneProgressReport(message=message, cancellable=True))
 
     def end(self, message: str) -> None:
