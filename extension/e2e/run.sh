@@ -36,10 +36,17 @@ PY
 git -C "$WORK/dense_gpt" init -q -b main
 git -C "$WORK/dense_gpt" add -A
 git -C "$WORK/dense_gpt" -c user.name=e2e -c user.email=e2e@infrarsi.local commit -qm "dense GPT"
-# init with short trials (1 warm-up step, 4 measured), so that Optimize's doctor and two trials
-# fit the test's time; Optimize itself runs doctor and the search
-"$PYTHON" -c "import sys; from infrarsi.stages.init import init; r = init(sys.argv[1], warmup_steps=1, measured_steps=4); sys.exit(not r.ok)" \
-    "$WORK/dense_gpt"
+# init with short trials (1 warm-up step, 4 measured) and doctor with 2 baseline runs, so that
+# Optimize's search (two trials) and re-verification fit the test's time
+"$PYTHON" - "$WORK/dense_gpt" <<'PY'
+import sys
+from infrarsi.stages.doctor import doctor
+from infrarsi.stages.init import init
+done = init(sys.argv[1], warmup_steps=1, measured_steps=4)
+if not done.ok:
+    sys.exit(f"init failed: {done.message}")
+doctor(sys.argv[1], repeats=2)
+PY
 
 mkdir -p "$WORK/data/User"
 printf '{\n  "infrarsi.python.interpreter": "%s",\n  "security.workspace.trust.enabled": false,\n  "workbench.startupEditor": "none",\n  "files.autoSave": "off",\n  "window.restoreWindows": "none"\n}\n' \
