@@ -10,8 +10,11 @@ Measured, from the client's side:
 - diagnostics, edited: didChange + didSave of a changed text until publishDiagnostics (the
   analysis again, since the text changed);
 - diagnostics, saved: didSave of an unchanged text until publishDiagnostics (analysis cached);
-- code actions: textDocument/codeAction at lines spread over the file, half on patch sites.
-Goal: p95 <= 50 ms for code actions.
+- code actions: textDocument/codeAction at lines spread over the file, half on patch sites
+  (the client resolves edits lazily, as VS Code does);
+- quick fix: codeAction/resolve of each patch site's quick fix, first time (the patch's rewrite
+  of the whole file) and again (kept).
+Goals: diagnostics edited p95 <= 1 s, cold <= 3 s; code actions p95 <= 50 ms.
 
     .venv/bin/python bench/lsp_latency.py [--requests 50] [--edits 1] [--lines 3000]
 """
@@ -102,7 +105,10 @@ async def bench(repo: Path, requests: int, edits: int) -> list[tuple[str, list[f
     client = Client()
     await client.start_io(sys.executable, "-m", "infrarsi_server")
     await client.initialize_async(types.InitializeParams(
-        capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True)),
+        capabilities=types.ClientCapabilities(
+            window=types.WindowClientCapabilities(work_done_progress=True),
+            text_document=types.TextDocumentClientCapabilities(code_action=types.CodeActionClientCapabilities(
+                resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"])))),
         root_uri=repo.as_uri(), workspace_folders=[types.WorkspaceFolder(uri=repo.as_uri(), name=repo.name)]))
     client.initialized(types.InitializedParams())
     path = repo / "train.py"
@@ -150,6 +156,26 @@ async def bench(repo: Path, requests: int, edits: int) -> list[tuple[str, list[f
     rows.append(("textDocument/codeAction", actions))
     print(f"{offered} code actions offered over {requests} requests", file=sys.stderr)
 
+    fixes = []
+    for line in sorted(set(sites)):
+        params = types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=types.Position(line=line, character=4), end=types.Position(line=line, character=4)),
+            context=types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.QuickFix]))
+        for action in await client.text_document_code_action_async(params) or []:
+            fixes.append(action)
+    first, again = [], []
+    for times in (first, again):
+        for action in fixes:
+            start = time.perf_counter()
+            resolved = await client.code_action_resolve_async(action)
+            times.append(time.perf_counter() - start)
+            if not (resolved.edit and resolved.edit.changes):
+                raise SystemExit(f"quick fix {action.title!r} resolved without an edit")
+    if fixes:
+        rows.append(("codeAction/resolve quick fix, first", first))
+        rows.append(("codeAction/resolve quick fix, again", again))
+
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -171,9 +197,14 @@ def main() -> None:
     print(f"|{'-' * 44}|{'-' * 5}|{'-' * 11}|{'-' * 11}|")
     for name, values in rows:
         print(f"| {name:<42} | {len(values):>3} | {statistics.median(values) * 1000:>9.1f} | {pct(values, 0.95) * 1000:>9.1f} |")
-    actions = dict(rows)["textDocument/codeAction"]
-    verdict = "meets" if pct(actions, 0.95) <= 0.050 else "MISSES"
-    print(f"\ncode actions p95 {pct(actions, 0.95) * 1000:.1f} ms: {verdict} the 50 ms goal")
+    measured = dict(rows)
+    print()
+    for name, goal in (("diagnostics, cold (didOpen)", 3.0), ("diagnostics, edited (didChange+didSave)", 1.0),
+                       ("textDocument/codeAction", 0.050)):
+        if name in measured:
+            p95 = pct(measured[name], 0.95)
+            verdict = "meets" if p95 <= goal else "MISSES"
+            print(f"{name}: p95 {p95 * 1000:.1f} ms {verdict} the {goal * 1000:.0f} ms goal")
 
 
 if __name__ == "__main__":

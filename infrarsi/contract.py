@@ -315,6 +315,27 @@ def contract_path(repo: Path) -> Path:
     return Path(repo) / STATE_DIR / CONTRACT_FILE
 
 
+STATE_GITIGNORE = """\
+# Written by InfraRSI (like .pytest_cache/): what is machine-local (trials, logs, the study,
+# the report, the run's state) stays out of git; the contract and the doctor record are meant
+# to be committed, so a team runs against the same ones.
+*
+!.gitignore
+!contract.toml
+!doctor.json
+"""
+
+
+def ensure_state_dir(repo: Path) -> Path:
+    """``.infrarsi/`` with its ``.gitignore`` (written when missing, never overwritten)."""
+    state = Path(repo) / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    ignore = state / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(STATE_GITIGNORE)
+    return state
+
+
 _HEADER = """\
 # InfraRSI task contract (schema {version}). Written by `infrarsi init`, refined by `infrarsi doctor`.
 # It fixes what every trial must keep: the workload, the loss invariant, the memory budget and
@@ -324,7 +345,7 @@ _HEADER = """\
 
 def save_contract(contract: Contract, repo: Path) -> Path:
     path = contract_path(repo)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_state_dir(repo)
     body = {"hash": contract.digest(), **contract.to_dict()}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(_HEADER.format(version=SCHEMA_VERSION) + tomli_w.dumps(body))
@@ -507,6 +528,7 @@ def check_locked_files(contract: Contract, repo: Path) -> list[LockViolation]:
 def require_intact(repo: Path) -> Contract:
     """Load the contract and refuse when a locked file changed; every later stage starts here."""
     contract = load_contract(repo)
+    ensure_state_dir(repo)  # a repo initialised before .infrarsi/ ignored its own machine-local files
     violations = check_locked_files(contract, repo)
     if violations:
         v = violations[0]

@@ -18,14 +18,14 @@ export function registerCommands(server: InfraRsiServer, output: vscode.OutputCh
     }
   };
   return [
-    vscode.commands.registerCommand(CLIENT_COMMANDS.optimize, run("InfraRSI: Optimize", () => optimize(server))),
-    vscode.commands.registerCommand(CLIENT_COMMANDS.apply, run("InfraRSI: Apply", () => apply(server))),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.optimize, run("InfraRSI: Optimize", () => optimize(server, output))),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.apply, run("InfraRSI: Apply", () => apply(server, output))),
     vscode.commands.registerCommand(CLIENT_COMMANDS.showReport, run("InfraRSI: Report", () => showReport(server, output))),
     vscode.commands.registerCommand(CLIENT_COMMANDS.restartServer, run("InfraRSI: Restart", () => server.restart())),
   ];
 }
 
-async function optimize(server: InfraRsiServer): Promise<void> {
+async function optimize(server: InfraRsiServer, output: vscode.OutputChannel): Promise<void> {
   const folder = await pickFolder();
   if (folder === undefined) {
     return;
@@ -49,13 +49,15 @@ async function optimize(server: InfraRsiServer): Promise<void> {
   const title = `InfraRSI: Optimize “${goal.goal}”`;
   const reply = await executeWithProgress(client, SERVER_COMMANDS.optimize, { workspace: folder.uri.fsPath, goal: goal.goal }, title);
   const showReportLabel = "Show Report";
-  const choice = await vscode.window.showInformationMessage(describeReply("InfraRSI: Optimize", reply), showReportLabel);
+  const outcome = describeReply("InfraRSI: Optimize", reply);
+  output.appendLine(outcome);
+  const choice = await vscode.window.showInformationMessage(outcome, showReportLabel);
   if (choice === showReportLabel) {
     await vscode.commands.executeCommand(CLIENT_COMMANDS.showReport);
   }
 }
 
-async function apply(server: InfraRsiServer): Promise<void> {
+async function apply(server: InfraRsiServer, output: vscode.OutputChannel): Promise<void> {
   const folder = await pickFolder();
   if (folder === undefined) {
     return;
@@ -71,7 +73,9 @@ async function apply(server: InfraRsiServer): Promise<void> {
   }
   const client = await server.ready();
   const reply = await executeWithProgress(client, SERVER_COMMANDS.apply, { workspace: folder.uri.fsPath }, "InfraRSI: Apply");
-  void vscode.window.showInformationMessage(describeReply("InfraRSI: Apply", reply));
+  const outcome = describeReply("InfraRSI: Apply", reply);
+  output.appendLine(outcome);
+  void vscode.window.showInformationMessage(outcome);
 }
 
 async function showReport(server: InfraRsiServer, output: vscode.OutputChannel): Promise<void> {
@@ -109,6 +113,7 @@ async function pickFolder(): Promise<vscode.WorkspaceFolder | undefined> {
 
 async function reportFailure(title: string, error: unknown, output: vscode.OutputChannel): Promise<void> {
   if (isCancellation(error)) {
+    output.appendLine(`${title}: cancelled.`);
     void vscode.window.showInformationMessage(`${title}: cancelled.`);
     return;
   }

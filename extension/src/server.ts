@@ -115,7 +115,25 @@ function createClient(launch: ServerLaunch, output: vscode.OutputChannel): Langu
     // The trace of `infrarsi.trace.server` goes to the same channel.
     outputChannel: output,
   };
-  return new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+  return new InfraRsiLanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+}
+
+/**
+ * The client logs every exit of the server process as an error, a restart's or a stop's clean
+ * exit (code 0) included; that one is an info line in the Output panel.
+ */
+class InfraRsiLanguageClient extends LanguageClient {
+  override error(message: string, data?: unknown, showNotification: boolean | "force" = true): void {
+    if (isCleanExit(message)) {
+      this.info("Server process exited normally (code 0).", undefined, false);
+      return;
+    }
+    super.error(message, data, showNotification);
+  }
+}
+
+function isCleanExit(message: string): boolean {
+  return message === "Server process exited with code 0.";
 }
 
 async function explainStartFailure(launch: ServerLaunch, output: vscode.OutputChannel): Promise<void> {

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from rich.console import Console
+
+from infrarsi.events import clock
 
 console = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
@@ -29,6 +32,19 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def _readable(event, started: float | None) -> str:
+    """A finished trial as ``trial 3 of 20, 1 min 40 s: ok, 412 ms a step (micro_batch=8)``."""
+    data = event.data
+    if event.stage != "run" or "status" not in data or not event.total:
+        return event.message
+    elapsed = f", {clock(time.monotonic() - started)}" if started is not None else ""
+    step = f", {data['step_s'] * 1000:.0f} ms a step" if data.get("step_s") else ""
+    if data.get("kind") == "verification":  # reruns of the best against the baseline: not search trials
+        return f"re-verifying{elapsed}: {data['status']}{step}"
+    kind = f" ({data['kind']})" if data.get("kind") not in (None, "search") else ""
+    return f"trial {event.done} of {event.total}{elapsed}: {data['status']}{step}{kind}"
+
+
 class ProgressSink:
     """Renders stage events: a progress bar with one line per finished unit (trial, rerun) on stderr.
 
@@ -42,6 +58,7 @@ class ProgressSink:
             console=stderr, transient=True, disable=not stderr.is_terminal,
         )
         self.tasks: dict[str, int] = {}
+        self.run_started: float | None = None
 
     def __enter__(self) -> ProgressSink:
         self.progress.start()
@@ -57,10 +74,14 @@ class ProgressSink:
         if task is None:
             task = self.tasks[event.stage] = self.progress.add_task(event.stage, total=event.total)
         if event.kind == "begin":
-            self.progress.update(task, total=event.total, description=f"{event.stage}: {event.message}")
+            if event.stage == "run":
+                self.run_started = time.monotonic()
+            search = event.stage == "run" and event.total
+            description = f"run: up to {event.total} trials" if search else f"{event.stage}: {event.message}"
+            self.progress.update(task, total=event.total, description=description)
         elif event.kind == "report":
             self.progress.update(task, completed=event.done, total=event.total)
-            self.progress.console.print(f"[dim]{event.stage}[/] {event.message}")
+            self.progress.console.print(f"[dim]{event.stage}[/] {_readable(event, self.run_started)}")
         elif event.kind == "end":
             self.progress.update(task, completed=event.total or event.done)
             if event.message:

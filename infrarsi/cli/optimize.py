@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.panel import Panel
-
+from infrarsi.cli import outcome
 from infrarsi.cli import report as report_cli
 from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
 from infrarsi.cli.init import command_cwd
@@ -35,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="where the command after -- runs (default: the current directory when it is inside "
                         "PATH, else PATH)")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.add_argument("--verbose", action="store_true", help="print the report's full tables after the outcome")
     add_sandbox_flag(p)
     p.set_defaults(func=main)
 
@@ -57,12 +57,11 @@ def main(args: argparse.Namespace) -> int:
     elif result.status == "error":
         err(result.message)
     else:
-        if result.report is not None and result.report.status == "ok":
+        for line in outcome.lines(result, console.width, str(args.path)):
+            console.print(line, markup=False, highlight=False)
+        if args.verbose and result.report is not None and result.report.status == "ok":
+            console.print()
             report_cli.render(result.report.report)
-            console.print(f"report: {', '.join(str(p) for p in result.report.paths)}")
-        if result.apply is not None:
-            console.print(Panel(result.apply.commit_message or result.apply.message, title=result.apply.message, expand=False))
-        console.print(f"[bold]{result.message}[/]")
     if result.status == "error" and result.stages[-1:] == ["init"]:
         return 2  # init's bad input: the repo or the command after --, as `infrarsi init` says it
     return {"ok": 0, "no_promotion": 0, "interrupted": 130}.get(result.status, 1)

@@ -99,4 +99,5 @@ class ActivationCheckpointing(Patch):
         "cuda": PriorEffect(time_factor=1.3, memory_factor=0.6, confidence=0.5),
     }
     needles = ("for ",)
+    requires = (("forward",),)
     codemod = CheckpointCodemod

@@ -98,5 +98,7 @@ class CompileModel(Patch):
         "cpu": PriorEffect(time_factor=0.98, memory_factor=1.0, confidence=0.6, startup_s=40.0),
         "cuda": PriorEffect(time_factor=0.75, memory_factor=0.85, confidence=0.5, startup_s=60.0),
     }
+    absent = ("torch.compile(",)
+    reach = "top"  # it reads the module's own statements only: a definition holds no site
     needles = (".parameters(", "configure_optimizers")
     codemod = CompileCodemod

@@ -107,5 +107,7 @@ class DdpNoSync(Patch):
         "cpu": PriorEffect(time_factor=0.89, memory_factor=1.0, confidence=0.7),
         "cuda": PriorEffect(time_factor=0.92, memory_factor=1.0, confidence=0.5),
     }
+    absent = ("no_sync", "require_backward_grad_sync")
+    reach = "module"
     needles = ("DistributedDataParallel", "DDP")
     codemod = NoSyncCodemod

@@ -261,4 +261,5 @@ class MoeBatchedDispatch(Patch):
         "cuda": PriorEffect(time_factor=0.7, memory_factor=1.05, confidence=0.4),
     }
     needles = ("for ",)
+    requires = (("where(", "nonzero("),)
     codemod = MoeDispatchCodemod

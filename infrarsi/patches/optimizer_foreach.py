@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import code, has_star_args
-from infrarsi.patches._optim import imported_from_optim, keyword, optimizer_class, with_keyword
+from infrarsi.patches._optim import OPTIMIZERS, imported_from_optim, keyword, optimizer_class, with_keyword
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
 
@@ -45,4 +45,5 @@ class OptimizerForeach(Patch):
         "cuda": PriorEffect(time_factor=0.93, memory_factor=1.03, confidence=0.5),
     }
     needles = ("optim",)
+    requires = (tuple(sorted(OPTIMIZERS)),)
     codemod = ForeachCodemod

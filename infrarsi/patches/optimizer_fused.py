@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import code, has_star_args
-from infrarsi.patches._optim import imported_from_optim, keyword, optimizer_class, with_keyword, without_keyword
+from infrarsi.patches._optim import OPTIMIZERS, imported_from_optim, keyword, optimizer_class, with_keyword, without_keyword
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
 FUSED = {"Adam", "AdamW", "SGD", "Adagrad"}
@@ -45,4 +45,5 @@ class OptimizerFused(Patch):
         "cuda": PriorEffect(time_factor=0.9, memory_factor=1.0, confidence=0.5),
     }
     needles = ("optim",)
+    requires = (tuple(sorted(OPTIMIZERS)),)
     codemod = FusedCodemod

@@ -439,6 +439,10 @@ class SdpaCodemod(PatchCodemod):
         self.classes: list[cst.ClassDef] = []
         self.functions: list[cst.FunctionDef] = []
         self.sdpa = "torch.nn.functional.scaled_dot_product_attention"
+        # per class and function, not per block: recomputing them for every block of a big class
+        # made the pass quadratic in the class's size
+        self.buffers: dict[int, dict[str, cst.BaseExpression]] = {}
+        self.has_sdpa: dict[int, bool] = {}
 
     def visit_Module(self, node: cst.Module) -> None:
         self.sdpa = functional_prefix(node) + ".scaled_dot_product_attention"
@@ -458,9 +462,19 @@ class SdpaCodemod(PatchCodemod):
         return updated_node
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
-        if not self.functions or "scaled_dot_product_attention" in code(self.functions[-1]):
+        if not self.functions:
             return updated_node
-        buffers = _buffers(self.classes[-1]) if self.classes else {}
+        function = self.functions[-1]
+        if id(function) not in self.has_sdpa:
+            self.has_sdpa[id(function)] = "scaled_dot_product_attention" in code(function)
+        if self.has_sdpa[id(function)]:
+            return updated_node
+        buffers = {}
+        if self.classes:
+            cls = self.classes[-1]
+            if id(cls) not in self.buffers:
+                self.buffers[id(cls)] = _buffers(cls)
+            buffers = self.buffers[id(cls)]
         stmts = list(original_node.body)
         drop: set[int] = set()
         replace: dict[int, cst.SimpleStatementLine] = {}
@@ -522,4 +536,5 @@ class SdpaAttention(Patch):
         "cuda": PriorEffect(time_factor=0.8, memory_factor=0.75, confidence=0.6),
     }
     needles = ("softmax",)
+    requires = (("masked_fill",),)
     codemod = SdpaCodemod

@@ -39,5 +39,7 @@ class Tf32Matmul(Patch):
     numerics_by_design = True
     gpu_only = True
     prior = {"cuda": PriorEffect(time_factor=0.6, memory_factor=1.0, confidence=0.6)}
+    absent = ("allow_tf32", "set_float32_matmul_precision", "fp32_precision")
+    reach = "module"
     needles = (".backward(",)
     codemod = Tf32Codemod

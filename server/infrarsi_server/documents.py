@@ -8,6 +8,8 @@ from pathlib import Path
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
+from lsprotocol import types
+
 from infrarsi_server.analysis import Analysis
 from infrarsi_server.server import InfraRSIServer
 from infrarsi_server.state import Snapshot
@@ -27,6 +29,10 @@ class DocumentView:
     async def analysis(self, server: InfraRSIServer) -> Analysis:
         return await server.analyses.get(self.key, self.rel, self.text, self.snapshot.contract,
                                          server.workspace.position_codec)
+
+    async def fix(self, server: InfraRSIServer, patch: str) -> list[types.TextEdit] | None:
+        """The quick fix's edits for ``patch`` on this text (computed when asked, then kept)."""
+        return await server.analyses.fix(self.key, self.rel or "", self.text, patch, server.workspace.position_codec)
 
 
 def view(server: InfraRSIServer, uri: str) -> DocumentView | None:

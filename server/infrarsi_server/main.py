@@ -26,6 +26,7 @@ def build() -> InfraRSIServer:
         ls.loop = asyncio.get_running_loop()
         ls.repos.folders = [Path(to_fs_path(f.uri)).resolve() for f in ls.workspace.folders.values()]
         ls.log(f"InfraRSI server ready for {', '.join(map(str, ls.repos.folders)) or 'no folder'}")
+        ls.warming = asyncio.ensure_future(ls.analyses.warm())
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def folders_changed(ls: InfraRSIServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:
@@ -36,6 +37,13 @@ def build() -> InfraRSIServer:
     return server
 
 
+class _AnsweredElsewhere(logging.Filter):
+    """pygls logs a traceback for params it cannot read; the protocol answers InvalidParams and logs one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unable to deserialize message")
+
+
 def main() -> None:
     # The protocol owns stdout: anything else writing there (a stray print in a stage, a C library,
     # a child process inheriting fd 1) would corrupt the stream. The protocol keeps a private copy
@@ -44,6 +52,7 @@ def main() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_AnsweredElsewhere())
     build().start_io(sys.stdin.buffer, protocol_out)
 
 

@@ -9,12 +9,13 @@ carries them (``run: trial 3 (search): ok, 412 ms/step``).
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 from lsprotocol import types
 
-from infrarsi.events import Event
+from infrarsi.events import Event, clock
 from infrarsi_server.server import InfraRSIServer
 
 
@@ -23,6 +24,7 @@ class WorkDone:
         self.server = server
         self.token = token
         self.title = title
+        self.run_started: float | None = None
 
     @classmethod
     async def start(cls, server: InfraRSIServer, token: Any, title: str) -> WorkDone:
@@ -47,11 +49,26 @@ class WorkDone:
             loop.call_soon_threadsafe(method, self.token, value)
 
     def event(self, event: Event) -> None:
-        """The EventSink handed to the stage (called in the job's thread)."""
+        """The EventSink handed to the stage (called in the job's thread).
+
+        The Output panel gets what a person wants to read back later: each finished trial and
+        each stage's end; the progress notification gets every step.
+        """
         if event.kind == "log":
             self.server.log(f"[{event.stage}] {event.message}")
             return
+        if event.stage == "run" and event.kind == "begin":
+            self.run_started = time.monotonic()
+        trial_done = event.stage == "run" and event.kind == "report" and "status" in event.data
+        if trial_done or (event.kind == "end" and event.stage != "trial" and event.message):
+            self.server.log(f"[{event.stage}] {event.message}")
         message = f"{event.stage}: {event.message}" if event.message else event.stage
+        if trial_done and event.total:
+            elapsed = clock(time.monotonic() - self.run_started) if self.run_started is not None else ""
+            step_s = event.data.get("step_s")
+            result = event.data["status"] + (f", {step_s * 1000:.0f} ms a step" if step_s else "")
+            where = "re-verifying" if event.data.get("kind") == "verification" else f"trial {event.done} of {event.total}"
+            message = f"{where}{', ' + elapsed if elapsed else ''}: {result}"
         self._send(types.WorkDoneProgressReport(message=message, cancellable=True))
 
     def end(self, message: str) -> None:

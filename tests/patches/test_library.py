@@ -73,6 +73,6 @@ def test_unparseable_source_has_no_sites_and_rewrite_raises():
     from infrarsi.patches.base import PatchError
 
     patch = REGISTRY["sdpa_attention"]
-    assert patch.sites("bad.py", "def (softmax:\n") == []
+    assert patch.sites("bad.py", "def (softmax masked_fill:\n") == []
     with pytest.raises(PatchError):
-        patch.rewrite("def (softmax:\n")
+        patch.rewrite("def (softmax masked_fill:\n")

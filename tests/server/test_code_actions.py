@@ -33,6 +33,8 @@ async def test_quick_fix_applies_the_patch_rewrite(client: LanguageClient, repo:
     assert [f.title.split(" — ")[0] for f in fixes] == ["InfraRSI: apply patch sdpa_attention"]
     fix = fixes[0]
     assert list(fix.diagnostics) == sdpa
+    assert fix.edit is None, "listing the actions computes no rewrite: the client resolves the one it applies"
+    fix = await client.code_action_resolve_async(fix)
     patched = apply_edits(source, fix.edit.changes[uri])
     assert patched == REGISTRY["sdpa_attention"].rewrite(source)
     assert "scaled_dot_product_attention" in patched

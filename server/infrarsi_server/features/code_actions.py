@@ -2,9 +2,9 @@
 the probe in a training loop, and the source action that optimizes the whole workload.
 
 Every edit comes from the core's own rewrite (the patch's libcst codemod, ``set_defaults``, the
-probe codemod) as whole-line TextEdits. Patch edits are ready from the document's analysis; the
-settings and the probe, each one more libcst pass, are computed on ``codeAction/resolve`` when
-the client supports it, so listing the actions stays a lookup.
+probe codemod) as whole-line TextEdits. Each is a libcst pass over the whole document, so it is
+computed on ``codeAction/resolve`` when the client supports it (the patch's rewrite in an
+analysis process): listing the actions stays a lookup in the document's analysis.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _patch_fixes(v: DocumentView, analysis: Analysis, params: types.CodeActionPa
             title=f"InfraRSI: apply patch {finding.name} — {REGISTRY[finding.name].DESCRIPTION}",
             kind=types.CodeActionKind.QuickFix,
             diagnostics=related or None,
-            edit=_edit(v.uri, finding.edits),
+            data={"action": "patch", "uri": v.uri, "patch": finding.name},
         ))
     return out
 
@@ -106,7 +106,12 @@ def _rewrite(v: DocumentView, analysis: Analysis, action: str) -> str:
 async def _resolve(server: InfraRSIServer, action: types.CodeAction) -> types.CodeAction:
     data = action.data if isinstance(action.data, dict) else {}
     v = view(server, data.get("uri", ""))
-    if v is None or data.get("action") not in ("settings", "probe"):
+    if v is None or data.get("action") not in ("settings", "probe", "patch"):
+        return action
+    if data["action"] == "patch":
+        if data.get("patch") in REGISTRY:
+            edits = await v.fix(server, data["patch"])
+            action.edit = _edit(v.uri, edits) if edits else None
         return action
     analysis = await v.analysis(server)
     new = await asyncio.to_thread(_rewrite, v, analysis, data["action"])
@@ -128,9 +133,9 @@ async def code_actions(server: InfraRSIServer, params: types.CodeActionParams) -
     only = params.context.only
     analysis = await v.analysis(server)
     actions: list[types.CodeAction] = []
+    lazy: list[types.CodeAction | None] = []
     if _wanted(types.CodeActionKind.QuickFix, only):
-        actions += _patch_fixes(v, analysis, params)
-    lazy = []
+        lazy += _patch_fixes(v, analysis, params)
     if _wanted(SETTINGS_KIND, only):
         lazy.append(_settings_action(v, analysis, params))
     if _wanted(PROBE_KIND, only):

@@ -12,6 +12,7 @@ from infrarsi_server.server import InfraRSIServer
 
 SOURCE = "InfraRSI"
 LOCKED = "locked-file-edited"
+UNANALYSED = "not-analysed"
 
 
 def _locked(v: DocumentView) -> list[types.Diagnostic]:
@@ -37,6 +38,10 @@ async def diagnostics(server: InfraRSIServer, v: DocumentView) -> list[types.Dia
     analysis = await v.analysis(server)
     codec = server.workspace.position_codec
     run = v.snapshot.run
+    if analysis.problem:
+        out.append(types.Diagnostic(
+            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            severity=types.DiagnosticSeverity.Information, source=SOURCE, code=UNANALYSED, message=analysis.problem))
     for finding in analysis.patches:
         status = evidence.patch_status(run, finding.name)
         for site in finding.sites:

@@ -1,0 +1,76 @@
+"""What `optimize` prints when it is done: the outcome first, then a summary that fits the terminal.
+
+A person (or a CI log) reads the first lines: promoted or not, by how much with its interval,
+the command that reproduces it, where the report and the branch are. The long tables (every
+trial, prior against observed, memory prices) are in the report, or here with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from infrarsi.events import clock
+from infrarsi.report import units
+from infrarsi.report.model import Report
+
+MIN_WIDTH = 40
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def _command(command: str, width: int) -> list[str]:
+    """A shell command cut at spaces into ``\\``-continued lines, each within ``width``."""
+    lines = textwrap.wrap(command, width=width - 4, break_long_words=False, break_on_hyphens=False)
+    return [f"  {line} \\" if i < len(lines) - 1 else f"  {line}" for i, line in enumerate(lines)]
+
+
+def _trials(r: Report) -> str:
+    counts = ", ".join(f"{s.trials} {s.status}" for s in sorted(r.by_status, key=lambda s: -s.trials))
+    failed = f"; {clock(r.failed_s)} on trials that did not end ok" if r.failed_s >= 1 else ""
+    return f"Trials: {len(r.trials)} in {clock(r.spent_s)} ({counts}){failed}. Search ended: {r.search_ended}."
+
+
+def lines(result, width: int, repo: str) -> list[str]:
+    """The outcome and the compact summary of an OptimizeResult, as plain lines of at most ``width``."""
+    width = max(MIN_WIDTH, width)
+    report: Report | None = result.report.report if result.report is not None and result.report.status == "ok" else None
+    audit = report.promoted_audit if report is not None else None
+    out: list[str] = []
+    if audit is not None and report.job_speedup is not None:
+        point, low, high = report.job_speedup
+        out += _wrap(f"Promoted: {audit.setting}", width)
+        job = (f", job {units.seconds(report.baseline.job_s)} -> {units.seconds(report.promoted.job_s)}"
+               if report.promoted is not None and report.baseline.job_s and report.promoted.job_s else "")
+        out += _wrap(f"{point:.2f}x faster (95% CI {low:.2f}-{high:.2f}x){job}", width, "  ")
+        out.append("Reproduce:")
+        out += _command(audit.command, width)
+    else:
+        why = result.run.message if result.run is not None else result.message
+        out += _wrap(f"Not promoted: {why}", width)
+    if result.apply is not None:
+        applied = (f"Committed on branch {result.apply.branch} ({result.apply.commit[:10]})"
+                   if result.apply.status == "committed" else f"Apply: {result.apply.message}")
+        out += _wrap(applied, width)
+        if result.apply.flags:
+            out += _wrap("Pass on the command line: " + " ".join(result.apply.flags), width, "  ")
+    if result.report is not None and result.report.paths:
+        out += _wrap(f"Report: {result.report.paths[0]}", width)
+    if report is None:
+        return out
+    out.append("")
+    base, best = report.baseline, report.promoted
+    out += _wrap(f"Baseline: {units.seconds(base.step_s)} a step, peak {units.memory(base.peak_bytes)}"
+                 + (f"; promoted: {units.seconds(best.step_s)} a step, peak {units.memory(best.peak_bytes)}"
+                    if best is not None else ""), width)
+    out += _wrap(_trials(report), width)
+    for audit in report.audits:
+        if not audit.promoted:
+            verdict = "cleared the floor" if audit.cleared else "not promoted"
+            out += _wrap(f"Also verified: {audit.setting}: {units.interval(audit.job_speedup)}, {verdict}", width)
+    for note in report.notes:
+        out += _wrap(f"Caveat: {note}", width)
+    out += _wrap(f"Every trial, prior and price: infrarsi report {repo} (or optimize --verbose).", width)
+    return out
