@@ -318,6 +318,9 @@ def measure_matmul_flops(device: str, dtype: str, *, threads: int | None = None,
             while n <= max_n:
                 a = torch.randn(n, n, device=device).to(DTYPES[dtype])
                 b = torch.randn(n, n, device=device).to(DTYPES[dtype])
+                # Untimed: the first product of a size pays for library set-up (a cuBLAS handle and
+                # workspace, the kernel choice), which would stop the growth at the smallest size.
+                torch.mm(a, b)
                 _sync(device)
                 start = time.perf_counter()
                 torch.mm(a, b)

@@ -18,6 +18,10 @@ Events (one JSON object per line, ``"event"`` names it):
   probe call for step 0), ``loss``, ``tokens``, ``phases`` (seconds per phase inside this step).
 - ``exit``: ``peak_bytes`` and ``device`` (CUDA max allocated on a GPU, peak RSS on CPU), written
   at interpreter exit.
+
+On a GPU the runner passes the trial's memory budget in ``INFRARSI_CUDA_BUDGET_BYTES``; from the
+first probe call after the script has initialised CUDA, the process's caching allocator is held to
+it, so a setting that needs more fails at once with torch's own out-of-memory error.
 """
 
 from __future__ import annotations
@@ -32,12 +36,14 @@ import time
 from collections.abc import Iterator
 
 ENV_FILE = "INFRARSI_PROBE_FILE"
+ENV_CUDA_BUDGET = "INFRARSI_CUDA_BUDGET_BYTES"
 PHASES = ("data", "forward", "backward", "optimizer", "communication")
 
 _out = None
 _step = 0
 _last = None
 _phases: dict[str, float] = {}
+_capped = False
 
 
 def _path() -> str | None:
@@ -59,7 +65,33 @@ def _open():
         _out = open(path, "a", buffering=1)
         _last = time.perf_counter()
         atexit.register(_write_exit)
+    if not _capped:
+        _cap_cuda_memory()
     return _out
+
+
+def budget_fraction(budget_bytes: int, total_bytes: int) -> float:
+    """The share of the device a budget allows, as ``torch.cuda.set_per_process_memory_fraction`` takes it."""
+    if budget_bytes <= 0 or total_bytes <= 0:
+        raise ValueError(f"budget and device memory must be positive, got {budget_bytes} and {total_bytes}")
+    return min(1.0, budget_bytes / total_bytes)
+
+
+def _cap_cuda_memory() -> None:
+    """Hold the CUDA caching allocator to the budget once the script has initialised CUDA on the
+    device it chose (capping earlier would create a context on device 0 for every rank)."""
+    global _capped
+    budget = os.environ.get(ENV_CUDA_BUDGET)
+    if not budget:
+        _capped = True
+        return
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return  # not yet: asked again at the next probe call
+    device = torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(budget_fraction(int(budget), total), device)
+    _capped = True
 
 
 def _emit(record: dict) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.probe import ENV_FILE
+from infrarsi.probe import ENV_CUDA_BUDGET, ENV_FILE
 from infrarsi.runner import abort, checks
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
@@ -157,6 +157,8 @@ class _Trial:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
         env = {**os.environ, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
+        if self.contract.memory.device == "cuda":  # the probe holds the CUDA allocator to the budget
+            env[ENV_CUDA_BUDGET] = str(self.budget)
         cwd = workspace.root / self.contract.workload.cwd
         try:
             self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
@@ -266,8 +268,9 @@ class _Trial:
             problem = checks.loss_problem(steps, self.contract.loss, compare=False, by_design=False)
             if problem:
                 return TrialStatus.NUMERICS, f"{problem}; then the run failed ({_exit_words(code)})"
-            if checks.memory_error(tail):
-                return TrialStatus.OOM, f"ran out of memory ({_exit_words(code)}):\n{tail}"
+            error = checks.memory_error_line(checks.log_tail(self.log_path, checks.MEMORY_TAIL_LINES))
+            if error is not None:
+                return TrialStatus.OOM, f"ran out of memory ({_exit_words(code)}): {error}\n{tail}"
             return TrialStatus.CRASH, f"{_exit_words(code)}:\n{tail}"
         if not steps:
             return TrialStatus.CRASH, (
