@@ -253,6 +253,10 @@ class _Trial:
         r.model_facts = report.model_facts
         if report.exit_device == "cuda":
             r.peak_bytes = report.exit_peak_bytes
+        elif self.contract.memory.device == "cuda":
+            # Killed before the probe's exit record: the device peak is unknown, and the host's
+            # RSS is not it (the memory model would read it as device memory).
+            r.peak_bytes = None
         else:
             r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
             r.rank_peak_bytes = [watchdog.rank_peaks[k] for k in sorted(watchdog.rank_peaks)]

@@ -99,3 +99,11 @@ def test_cublas_failing_to_allocate_is_an_oom_running_out_of_shared_memory_is_no
     shared = run(repo, contract, {"error": "shared_memory"}, timeout_s=120)
     assert shared.status is TrialStatus.CRASH, shared.detail
     assert "out of resource: shared memory" in shared.detail
+
+
+def test_a_gpu_job_killed_before_its_exit_record_has_no_peak_rather_than_the_host_s(make_repo):
+    repo, contract = make_repo("hangs.py")
+    contract.memory.device = "cuda"
+    result = run(repo, contract, {}, timeout_s=5)
+    assert result.status is TrialStatus.TIMEOUT, result.detail
+    assert result.peak_bytes is None
