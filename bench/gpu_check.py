@@ -233,7 +233,7 @@ def check_fixture(check: Check, mode: Mode, plan: FixturePlan) -> None:
                                                 str(mode.doctor_repeats), "--json"]), min_s=30.0)
     doctor = json_or_none(state(repo, "doctor.json").read_text()) if state(repo, "doctor.json").exists() else None
     if check.steps[-1].rc != 0 or doctor is None:
-        return _skip_rest(check, plan.name, "doctor failed")
+        return _skip_rest(check, plan.name, "doctor left no record")
     # Half the baseline's measured peak: below what the baseline needs, whatever the machine.
     budget_gib = doctor["memory"]["peak_bytes"] / 2 / GIB
     oom = run_cli(check, Step(plan.name, "oom_trial", ["infrarsi", "trial", str(repo), "--budget-gib",
@@ -386,7 +386,7 @@ def build_table(check_info: dict, records: list[FixtureRecords], steps: list[dic
     lines += ["", "## Commands", "", "| fixture | command | exit | seconds | note |", "|---|---|---|---|---|"]
     for s in steps:
         command = " ".join(s["argv"]).replace(str(check_info["work"]) + "/", "")
-        lines.append(f"| {s['fixture']} | `{command}` | {s['rc'] if s['rc'] is not None else '—'} | "
+        lines.append(f"| {s['fixture']} | {f'`{command}`' if command else 'the remaining steps'} | {s['rc'] if s['rc'] is not None else '—'} | "
                      f"{s['seconds']:.1f} | {_cell(s['note'])} |")
     return "\n".join(lines) + "\n"
 
