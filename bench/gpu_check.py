@@ -303,9 +303,9 @@ def changes(candidate: dict, contract: Contract | None) -> str:
     return " ".join(knobs + patches) or "baseline"
 
 
-def promoted_mfu(records: FixtureRecords, step_s: float | None, candidate: dict) -> tuple[float | None, str]:
-    """MFU of a candidate's step time, against the peak the report holds it to (its own
-    precision's datasheet peak on a GPU), and that peak's precision."""
+def side_mfu(records: FixtureRecords, step_s: float | None, candidate: dict) -> tuple[float | None, str]:
+    """MFU at ``step_s`` of a candidate (the baseline: no changes), against the peak the report
+    holds it to (its own precision's datasheet peak on a GPU), and that peak's precision."""
     doctor = DoctorReport.from_dict(records.doctor)
     eff = doctor.efficiency
     if not step_s or not eff.flops_per_token or eff.peak is None or records.contract is None:
@@ -334,28 +334,28 @@ def build_table(check_info: dict, records: list[FixtureRecords], steps: list[dic
         eff, memory = r.doctor["efficiency"], r.doctor["memory"]
         facts = _model_facts(r)
         params = f"{facts.get('params', 0) / 1e6:.3g} M ({facts.get('active_params', 0) / 1e6:.3g} M)" if facts else "—"
-        base_mfu = pct(eff.get("mfu"))
-        if eff.get("peak"):
-            base_mfu += f" of {eff['peak']['value'] / 1e12:.1f} TFLOP/s {eff['peak']['dtype']} ({eff['peak']['method']})"
         run = r.run or {}
         verdict = run.get("promoted") or next(iter(run.get("verdicts") or []), None)
         base_step = median(verdict["base_step_s"]) if verdict else r.doctor["noise"]["step_s"]
         cand_step = median(verdict["cand_step_s"]) if verdict else None
+        base_mfu = pct(side_mfu(r, base_step, {})[0])
+        if eff.get("peak"):
+            base_mfu += f" of {eff['peak']['value'] / 1e12:.1f} TFLOP/s {eff['peak']['dtype']} ({eff['peak']['method']})"
         speedup = "—"
         cand_mfu = "—"
         if verdict:
             point, low, high = verdict["job_speedup"] or (None, None, None)
             speedup = (f"{point:.2f}× ({low:.2f}–{high:.2f})" if point else "—")
             speedup += "" if verdict["promoted"] else " not promoted"
-            value, dtype = promoted_mfu(r, cand_step, verdict["candidate"])
+            value, dtype = side_mfu(r, cand_step, verdict["candidate"])
             cand_mfu = f"{pct(value)} of {dtype}" if value is not None else "—"
         status = run.get("status", "no run record")
         lines.append(f"| {r.name} | {params} | {eff['tokens_per_step']} | {ms(base_step)} | {ms(cand_step)} | "
                      f"{speedup} | {base_mfu} | {cand_mfu} | {gib(memory['peak_bytes'])} / "
                      f"{gib(memory['budget_bytes'])} ({memory['device']}) | {status} |")
     lines += ["", "Baseline step: median of the baseline's re-verification reruns (doctor's when none ran); promoted: "
-              "the promoted candidate's (or the best verified one's, marked not promoted). MFU of the promoted "
-              "side is against the peak of its own matmul precision.", ""]
+              "the promoted candidate's (or the best verified one's, marked not promoted). MFU at those step times; "
+              "the promoted side's against the peak of its own matmul precision.", ""]
     lines += ["## Promoted and verified candidates", "", "| fixture | candidate | promoted | reason |", "|---|---|---|---|"]
     for r in records:
         for v in (r.run or {}).get("verdicts", []):

@@ -29,7 +29,7 @@ mode=gpu
 case "${1:-}" in
   --dry) mode=dry; shift ;;
   --prepare) mode=prepare; shift ;;
-  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+  -h|--help) sed -n "2,16p" "$0"; exit 0 ;;
 esac
 
 if [[ $mode == prepare ]]; then

@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -75,13 +76,15 @@ def test_the_summary_row_is_doctor_s_and_the_run_s(dry):
         doctor, run = record(out, fixture, "doctor.json"), record(out, fixture, "run.json")
         row = next(r for r in rows(table, "Baseline and promoted") if r[0] == fixture)
         assert row[2] == str(doctor["efficiency"]["tokens_per_step"])
-        assert row[6].startswith(pct(doctor["efficiency"]["mfu"]))
+        # MFU at the baseline step time shown: doctor's MFU scaled from doctor's step time to it.
+        verdict = run["promoted"] or next(iter(run["verdicts"]), None)
+        base_step = statistics.median(verdict["base_step_s"]) if verdict else doctor["noise"]["step_s"]
+        assert row[3] == ms(base_step)
+        assert row[6].startswith(pct(doctor["efficiency"]["mfu"] * doctor["noise"]["step_s"] / base_step) + " of ")
         memory = doctor["memory"]
         assert row[8] == f"{gib(memory['peak_bytes'])} / {gib(memory['budget_bytes'])} ({memory['device']})"
         assert row[9] == run["status"]
-        verdict = run["promoted"] or next(iter(run["verdicts"]), None)
-        if verdict is None:
-            assert row[3] == ms(doctor["noise"]["step_s"]) and row[4] == "—"
+        assert row[4] == (ms(statistics.median(verdict["cand_step_s"])) if verdict else "—")
 
 
 def test_patch_rows_are_the_run_s_patch_checks(dry):
