@@ -162,7 +162,8 @@ def run_cli(check: Check, step: Step, *, min_s: float = 20.0, reserve_s: float =
     check.steps.append(step)
     left = check.left_s(reserve_s)
     if left is not None and left < min_s:
-        step.note = f"not run: {max(left, 0):.0f} s left of this fixture's share of the {check.deadline_s:.0f} s deadline"
+        step.note = (f"not run: {max(left, 0):.0f} s left of this fixture's share of the "
+                     f"{check.deadline_s:.0f} s deadline")
         return ""
     log_dir = check.work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -386,7 +387,8 @@ def build_table(check_info: dict, records: list[FixtureRecords], steps: list[dic
     lines += ["", "## Commands", "", "| fixture | command | exit | seconds | note |", "|---|---|---|---|---|"]
     for s in steps:
         command = " ".join(s["argv"]).replace(str(check_info["work"]) + "/", "")
-        lines.append(f"| {s['fixture']} | {f'`{command}`' if command else 'the remaining steps'} | {s['rc'] if s['rc'] is not None else '—'} | "
+        shown = f"`{command}`" if command else "the remaining steps"
+        lines.append(f"| {s['fixture']} | {shown} | {s['rc'] if s['rc'] is not None else '—'} | "
                      f"{s['seconds']:.1f} | {_cell(s['note'])} |")
     return "\n".join(lines) + "\n"
 
@@ -515,14 +517,15 @@ def main(argv: list[str] | None = None) -> int:
         write_outputs(check, mode)
     table = write_outputs(check, mode)
     print(table)
-    return 0 if passed(check, mode) else 1
+    return 0 if passed(check) else 1
 
 
-def passed(check: Check, mode: Mode) -> bool:
+def passed(check: Check) -> bool:
     """Every step ran and exited 0, except the deliberate OOM trial, which must have ended oom."""
     for step in check.steps:
         if step.name == "oom_trial":
-            result = json_or_none((check.work / f"{step.fixture}.oom_trial.json").read_text()) if step.rc is not None else None
+            path = check.work / f"{step.fixture}.oom_trial.json"
+            result = json_or_none(path.read_text()) if step.rc is not None and path.exists() else None
             if result is None or result.get("status") != "oom":
                 return False
         elif step.rc != 0:
