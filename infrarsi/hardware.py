@@ -17,7 +17,7 @@ import os
 import platform
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -259,6 +259,28 @@ def datasheet_entry(device_name: str) -> DatasheetEntry | None:
     return None
 
 
+def datasheet_peak(device_name: str, dtype: str) -> PeakFlops | None:
+    """The datasheet's dense peak of one GPU in ``dtype``; None for a GPU or dtype it does not list."""
+    entry = datasheet_entry(device_name)
+    dtype = normalize_dtype(dtype)
+    if entry is None or dtype not in entry.tflops:
+        return None
+    return PeakFlops(value=entry.tflops[dtype] * 1e12, source=entry.source, device="cuda", dtype=dtype,
+                     method="datasheet")
+
+
+def matmul_dtype(dtype_setting: str | None, patches: Sequence[str], default: str) -> str:
+    """The precision a configuration's matmuls run in: its dtype setting (``default`` when it has
+    none or one doctor does not know), TF32 for float32 under the tf32_matmul patch."""
+    dtype = default
+    if dtype_setting is not None:
+        try:
+            dtype = normalize_dtype(dtype_setting)
+        except ValueError:
+            return default
+    return "tf32" if dtype == "fp32" and "tf32_matmul" in patches else dtype
+
+
 # --- the peak ------------------------------------------------------------------------------------
 
 
@@ -318,6 +340,9 @@ def measure_matmul_flops(device: str, dtype: str, *, threads: int | None = None,
             while n <= max_n:
                 a = torch.randn(n, n, device=device).to(DTYPES[dtype])
                 b = torch.randn(n, n, device=device).to(DTYPES[dtype])
+                # Untimed: the first product of a size pays for library set-up (a cuBLAS handle and
+                # workspace, the kernel choice), which would stop the growth at the smallest size.
+                torch.mm(a, b)
                 _sync(device)
                 start = time.perf_counter()
                 torch.mm(a, b)
@@ -387,11 +412,9 @@ def peak_flops(
     if device == "cuda":
         if not hw.gpu_count:
             raise ValueError("peak_flops('cuda', …) on a machine without a visible CUDA device")
-        entry = datasheet_entry(hw.gpu_name)
-        if entry and dtype in entry.tflops:
-            return PeakFlops(
-                value=entry.tflops[dtype] * 1e12, source=entry.source, device=device, dtype=dtype, method="datasheet"
-            )
+        sheet = datasheet_peak(hw.gpu_name, dtype)
+        if sheet is not None:
+            return sheet
         threads = 0
         why = f"no datasheet entry for {hw.gpu_name!r} in {dtype}"
     else:

@@ -16,6 +16,7 @@ from typing import Any
 
 from infrarsi.contract import Contract, KnobValue
 from infrarsi.flops import mfu
+from infrarsi.hardware import PeakFlops, datasheet_peak, matmul_dtype
 from infrarsi.runner.command import build_argv
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.stages.doctor import DoctorReport
@@ -226,16 +227,29 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(clean) if clean else None
 
 
+def candidate_peak(candidate: Candidate, contract: Contract, doctor: DoctorReport) -> PeakFlops | None:
+    """What a candidate's MFU is measured against: the datasheet peak of the precision its matmuls
+    run in (a bf16 candidate of a float32 job against the bf16 peak, or it would read far above
+    100% on a GPU); doctor's peak when that is a measurement, which the report does not repeat."""
+    base = doctor.efficiency.peak
+    if base is None or base.method != "datasheet":
+        return base
+    knob = next((k for k in contract.by_role("dtype") if k.name in candidate.knobs), None)
+    dtype = matmul_dtype(str(candidate.knobs[knob.name]) if knob else None, candidate.patches, base.dtype)
+    return (datasheet_peak(doctor.hardware.gpu_name, dtype) or base) if dtype != base.dtype else base
+
+
 def _side(step_s: float | None, peak: int | None, job_s: float | None, runs: int, source: str,
-          contract: Contract, doctor: DoctorReport) -> Side:
+          contract: Contract, doctor: DoctorReport, flops_peak: PeakFlops | None = None) -> Side:
     tokens = contract.workload.tokens_per_step
     tokens_per_s = tokens / step_s if step_s and tokens else None
     eff = doctor.efficiency
     # FLOPs per token are fixed by the contract (same model, same tokens), so MFU moves with the
-    # step time alone and both sides are measured against the same peak.
+    # step time and the peak of the precision the side's matmuls run in.
+    flops_peak = flops_peak or eff.peak
     utilization = None
-    if tokens_per_s and eff.flops_per_token and eff.peak is not None:
-        utilization = mfu(tokens_per_s, eff.flops_per_token, eff.peak.value * eff.devices)
+    if tokens_per_s and eff.flops_per_token and flops_peak is not None:
+        utilization = mfu(tokens_per_s, eff.flops_per_token, flops_peak.value * eff.devices)
     return Side(step_s=step_s, tokens_per_s=tokens_per_s, mfu=utilization, peak_bytes=peak, job_s=job_s,
                 runs=runs, source=source)
 
@@ -265,7 +279,8 @@ def _baseline_side(run: RunResult, contract: Contract, doctor: DoctorReport, bas
 
 def _promoted_side(verdict: Verdict, contract: Contract, doctor: DoctorReport) -> Side:
     return _side(_median(verdict.cand_step_s), verdict.peak_bytes, _median(verdict.cand_job_s),
-                 len(verdict.cand_step_s), "interleaved re-verification reruns", contract, doctor)
+                 len(verdict.cand_step_s), "interleaved re-verification reruns", contract, doctor,
+                 candidate_peak(verdict.candidate, contract, doctor))
 
 
 def _trial_lines(run: RunResult, contract: Contract) -> list[TrialLine]:
@@ -342,6 +357,9 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
     if eff.peak is not None and eff.flops_per_token:
         devices = f" × {eff.devices} devices" if eff.devices > 1 else ""
         peak = f"{eff.peak.value / 1e9:,.1f} GFLOP/s{devices} {eff.peak.dtype} ({eff.peak.source})"
+        other = candidate_peak(run.promoted.candidate, contract, doctor) if run.promoted else None
+        if other is not None and other.dtype != eff.peak.dtype:
+            peak += f"; the promoted candidate's against {other.value / 1e9:,.1f} GFLOP/s{devices} {other.dtype}"
     return Report(
         repo=str(repo), run_id=run.run_id, run_status=run.status, run_message=run.message, sampler=run.sampler,
         sandbox=run.sandbox or "not recorded",

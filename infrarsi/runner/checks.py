@@ -13,10 +13,16 @@ from infrarsi.contract import Contract, LossInvariant, check_locked_files
 from infrarsi.runner.measure import Step
 from infrarsi.runner.result import Candidate
 
-# How crashes from running out of memory read, on CPU (the allocator, Python) and on CUDA.
+# How crashes from running out of memory read: the CPU allocator and Python; CUDA's caching
+# allocator (ROCm builds say HIP); a raw CUDA call (a kernel's workspace, a library handle) failing
+# with cudaErrorMemoryAllocation; cuBLAS unable to allocate its workspace.
 _MEMORY_ERRORS = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|DefaultCPUAllocator: can't allocate memory|\bMemoryError\b"
+    r"(?:CUDA|HIP) out of memory|OutOfMemoryError|DefaultCPUAllocator: can't allocate memory|\bMemoryError\b"
+    r"|CUDA (?:driver )?error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
 )
+MEMORY_TAIL_LINES = 200
+"""How far back a crash's log is searched for an out-of-memory error: torchrun's failure summary
+and shutdown warnings can push the worker's traceback well past the last 20 lines."""
 
 
 def candidate_problem(contract: Contract, candidate: Candidate) -> str | None:
@@ -78,7 +84,12 @@ def loss_problem(steps: list[Step], loss: LossInvariant, *, compare: bool, by_de
 
 def memory_error(tail: str) -> bool:
     """Whether a crash's output says it ran out of memory."""
-    return _MEMORY_ERRORS.search(tail) is not None
+    return memory_error_line(tail) is not None
+
+
+def memory_error_line(text: str) -> str | None:
+    """The last line of a crash's output that says it ran out of memory, or None."""
+    return next((line.strip() for line in reversed(text.splitlines()) if _MEMORY_ERRORS.search(line)), None)
 
 
 def log_tail(path: Path, lines: int = 20) -> str:

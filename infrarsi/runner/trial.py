@@ -180,7 +180,8 @@ class _Trial:
         env = trial_environment(home=workspace.home, declared=declared,
                                 runner=launcher_env(channel.path, steps=self.spec.total_steps,
                                                     warmup_steps=self.contract.workload.warmup_steps,
-                                                    pythonpath=declared.get("PYTHONPATH")))
+                                                    pythonpath=declared.get("PYTHONPATH"),
+                                                    cuda_budget=self.budget if self.contract.memory.device == "cuda" else None))
         launched = time.monotonic()
         try:
             self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)
@@ -291,6 +292,10 @@ class _Trial:
             r.flops_per_step, r.flops_source = float(report.flops_per_step), "FlopCounterMode"
         if report.exit_device == "cuda":
             r.peak_bytes = report.exit_peak_bytes
+        elif self.contract.memory.device == "cuda":
+            # Killed before the probe's exit record: the device peak is unknown, and the host's
+            # RSS is not it (the memory model would read it as device memory).
+            r.peak_bytes = None
         else:
             r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
             r.rank_peak_bytes = [watchdog.rank_peaks[k] for k in sorted(watchdog.rank_peaks)]
@@ -307,8 +312,9 @@ class _Trial:
             problem = checks.loss_problem(steps, self.contract.loss, compare=False, by_design=False)
             if problem:
                 return TrialStatus.NUMERICS, f"{problem}; then the run failed ({_exit_words(code)})"
-            if checks.memory_error(tail):
-                return TrialStatus.OOM, f"ran out of memory ({_exit_words(code)}):\n{tail}"
+            error = checks.memory_error_line(checks.log_tail(self.log_path, checks.MEMORY_TAIL_LINES))
+            if error is not None:
+                return TrialStatus.OOM, f"ran out of memory ({_exit_words(code)}): {error}\n{tail}"
             return TrialStatus.CRASH, f"{_exit_words(code)}:\n{tail}"
         if not steps:
             return TrialStatus.CRASH, (

@@ -10,9 +10,11 @@ import pytest
 
 from infrarsi.contract import load_contract
 from infrarsi.report import tables
-from infrarsi.report.model import INTERRUPTED, reproduce_command
+from infrarsi.hardware import datasheet_peak
+from infrarsi.report.model import INTERRUPTED, candidate_peak, reproduce_command
 from infrarsi.runner.result import Candidate
 from infrarsi.stages.report import report
+from infrarsi.stages.doctor import DoctorReport
 from infrarsi.stages.run import load_run
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
@@ -86,3 +88,17 @@ def test_a_missing_study_is_a_caveat_not_a_failure(repo):
     assert any("could not be opened" in note for note in r.notes)
     assert all(a.hunks == [] and a.trial is None for a in r.audits)
     assert not (repo / ".infrarsi" / "study.db").exists()
+
+
+def test_a_candidate_in_another_precision_is_held_to_that_precision_s_datasheet_peak(repo):
+    contract = load_contract(repo)
+    data = json.loads((DATA / "doctor.json").read_text())
+    data["hardware"] = {**data["hardware"], "gpu_name": "NVIDIA H200", "gpu_count": 1}
+    data["efficiency"]["peak"] = datasheet_peak("NVIDIA H200", "fp32").to_dict()
+    gpu = DoctorReport.from_dict(data)
+    assert candidate_peak(Candidate(knobs={"dtype": "bfloat16"}), contract, gpu).value == 989.5e12
+    assert candidate_peak(Candidate(knobs={"micro_batch_size": 8}), contract, gpu).dtype == "fp32"
+    assert candidate_peak(Candidate(patches=("tf32_matmul",)), contract, gpu).value == 494.5e12
+    # A measured (CPU) peak is reused as it is: the report measures nothing in another precision.
+    cpu = DoctorReport.from_dict(json.loads((DATA / "doctor.json").read_text()))
+    assert candidate_peak(Candidate(knobs={"dtype": "bfloat16"}), contract, cpu) == cpu.efficiency.peak

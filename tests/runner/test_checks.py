@@ -64,3 +64,14 @@ def test_memory_errors_are_recognised():
     assert checks.memory_error("RuntimeError: [enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory")
     assert checks.memory_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
     assert not checks.memory_error("RuntimeError: shape mismatch")
+    # A raw CUDA call, a ROCm build, a cuBLAS handle: all out of device memory.
+    assert checks.memory_error("RuntimeError: CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA`")
+    assert checks.memory_error("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.23 GiB")
+    assert checks.memory_error("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+    assert not checks.memory_error("triton.runtime.errors.OutOfResources: out of resource: shared memory")
+
+
+def test_the_memory_error_line_is_the_last_that_says_so():
+    text = "Traceback\ntorch.OutOfMemoryError: CUDA out of memory. Tried 1\nsummary\nexitcode: 1"
+    assert checks.memory_error_line(text) == "torch.OutOfMemoryError: CUDA out of memory. Tried 1"
+    assert checks.memory_error_line("RuntimeError: shape mismatch") is None

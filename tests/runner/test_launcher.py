@@ -295,3 +295,16 @@ def test_a_process_that_never_imports_torch_does_not_pay_for_it(tmp_path):
     env.pop(ENV_RECORDS)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_a_cuda_budget_on_a_machine_without_cuda_leaves_the_job_measured(tmp_path):
+    """The launcher caps the CUDA allocator only once the job itself initialised CUDA: here it never
+    does, so the budget changes nothing and CUDA stays uninitialised."""
+    script = MLP.replace("optimizer.zero_grad()\n",
+                         "optimizer.zero_grad()\n        print('cuda initialised', torch.cuda.is_initialized(), flush=True)\n")
+    repo, contract = job(tmp_path, script)
+    contract = replace(contract, memory=replace(contract.memory, device="cuda"))
+    result = trial(repo, contract)
+    assert result.status is TrialStatus.OK, result.detail
+    log = Path(result.log_path).read_text()
+    assert result.step_times and "cuda initialised False" in log and "cuda initialised True" not in log

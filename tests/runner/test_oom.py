@@ -72,3 +72,40 @@ def test_a_large_micro_batch_exceeds_a_budget_a_small_one_fits(tmp_path):
     small = run(repo, contract, {"micro_batch_size": 1}, timeout_s=240)
     assert small.status is TrialStatus.OK, small.detail
     assert small.peak_bytes < 440 * MB and small.tokens_per_step == 16 * 256
+
+
+def cuda_error_repo(make_repo, launcher: str):
+    """tests/test_data/runner/cuda_error.py, run as a plain script or by torchrun as two ranks."""
+    repo, contract = make_repo("cuda_error.py")
+    contract.knobs.append(Knob(name="error", role="unknown", type="str", default="oom", flag="--error"))
+    if launcher == "torchrun":
+        contract.workload.launcher = "torchrun"
+        contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+    return repo, contract
+
+
+@pytest.mark.parametrize("launcher", ["python", "torchrun"])
+def test_a_cuda_out_of_memory_error_is_an_oom_however_much_follows_it(make_repo, launcher):
+    # torchrun prints ~40 lines of its own after the failing rank's traceback.
+    repo, contract = cuda_error_repo(make_repo, launcher)
+    result = run(repo, contract, {}, timeout_s=120)
+    assert result.status is TrialStatus.OOM, result.detail
+    first = result.detail.splitlines()[0]
+    assert first.startswith("ran out of memory (exit code 1): torch.OutOfMemoryError: CUDA out of memory."), first
+
+
+def test_cublas_failing_to_allocate_is_an_oom_running_out_of_shared_memory_is_not(make_repo):
+    repo, contract = cuda_error_repo(make_repo, "python")
+    cublas = run(repo, contract, {"error": "cublas"}, timeout_s=120)
+    assert cublas.status is TrialStatus.OOM, cublas.detail
+    shared = run(repo, contract, {"error": "shared_memory"}, timeout_s=120)
+    assert shared.status is TrialStatus.CRASH, shared.detail
+    assert "out of resource: shared memory" in shared.detail
+
+
+def test_a_gpu_job_killed_before_its_exit_record_has_no_peak_rather_than_the_host_s(make_repo):
+    repo, contract = make_repo("hangs.py")
+    contract.memory.device = "cuda"
+    result = run(repo, contract, {}, timeout_s=5)
+    assert result.status is TrialStatus.TIMEOUT, result.detail
+    assert result.peak_bytes is None

@@ -18,6 +18,9 @@ must not pay for importing it). Standard library and torch only. What counts, ex
   (evaluation) and inputs that require grad (a generator's output fed to its critic) never count.
 - FLOPs: ``FlopCounterMode`` around warm-up step 1 (step 0 when it is the only warm-up step).
 - Peak device memory per step on CUDA (max allocated, reset every step); peak RSS at exit on CPU.
+  With ``INFRARSI_CUDA_BUDGET_BYTES`` set, the CUDA caching allocator is held to it from the first
+  top-level forward after the job initialised CUDA, so a setting that needs more fails at once with
+  torch's own out-of-memory error.
 - After ``INFRARSI_STEPS`` steps the job is stopped here (in a script that uses the probe, at its
   ``probe.step()`` for the last step, so that step's phases arrive too): an exit record (peak memory, a float64
   checksum of the parameters the optimizers hold) and ``os._exit(0)``.
@@ -36,6 +39,7 @@ import weakref
 RECORDS = "INFRARSI_RECORDS"
 STEPS = "INFRARSI_STEPS"
 WARMUP = "INFRARSI_WARMUP_STEPS"
+CUDA_BUDGET = "INFRARSI_CUDA_BUDGET_BYTES"
 FLOP_STEP = 1
 """The warm-up step FLOPs are counted on: step 0 carries one-off work (allocation, compilation), so
 it is used only when it is the one warm-up step."""
@@ -90,6 +94,7 @@ class _Observer:
         self.in_backward = 0
         self.scaled = None
         self._is_compiling = lambda: False
+        self.cuda_budget = int(os.environ.get(CUDA_BUDGET, "0") or 0)
         self._fresh()
 
     def _fresh(self) -> None:
@@ -120,8 +125,21 @@ class _Observer:
         if self.compiling():
             return
         self.depth += 1
+        if self.depth == 1 and self.cuda_budget:
+            self.cap_cuda()
         if self.depth == 1 and not self.started:
             self.start()
+
+    def cap_cuda(self) -> None:
+        """Hold the CUDA caching allocator to the budget once the job has initialised CUDA on the
+        device it chose (capping earlier would create a context on device 0 for every rank)."""
+        cuda = self.torch.cuda
+        if not (cuda.is_available() and cuda.is_initialized()):
+            return
+        device = cuda.current_device()
+        total = cuda.get_device_properties(device).total_memory
+        cuda.set_per_process_memory_fraction(min(1.0, self.cuda_budget / total), device)
+        self.cuda_budget = 0
 
     def after_forward(self, module, args, *rest) -> None:
         # rest is (kwargs, output), or (output,) when torch calls the hook after an exception.
