@@ -17,12 +17,12 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.probe import ENV_FILE
 from infrarsi.runner import abort, checks
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.runner.trial_env import infrarsi_env
 from infrarsi.runner.watchdog import MemoryWatchdog
 from infrarsi.runner.workspace import Workspace
 
@@ -151,12 +151,13 @@ class _Trial:
             self.fail(TrialStatus.CRASH, reason)
             return False
         self.result.hunks = workspace.hunks()
+        workspace.mark_prepared()
         return True
 
     def _launch_and_watch(self, workspace: Workspace) -> None:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
-        env = {**os.environ, ENV_FILE: str(self.probe_path), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **infrarsi_env(probe_file=self.probe_path, pycache=workspace.pycache)}
         cwd = workspace.root / self.contract.workload.cwd
         try:
             self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
@@ -176,6 +177,9 @@ class _Trial:
             watchdog.stop()
         report = feed.finish()
         self._measure(report, watchdog)
+        tampered = self._run_tampering(workspace)
+        if tampered:
+            return self.fail(TrialStatus.CONTRACT, tampered)
         if verdict is not None and verdict[0] is TrialStatus.ABORTED_SLOW and not self.result.step_times:
             # Stopped during warm-up (far slower than the bound): the steps after the first are the
             # evidence, and the time model needs them to learn that this setting is slow.
@@ -186,6 +190,19 @@ class _Trial:
             self.fail(*verdict)
         else:
             self.result.status = TrialStatus.OK
+
+    def _run_tampering(self, workspace: Workspace) -> str | None:
+        """What the run changed in its own sources or bytecode (a locked file rewritten and
+        reloaded, a module or .pyc planted for a later import): a contract failure whatever the
+        run reported, since what it ran is no longer what was checked."""
+        problem = checks.scope_problem(self.contract, [], workspace.root)
+        if problem:
+            return f"during the run: {problem}"
+        written = workspace.run_writes()
+        if written:
+            return (f"the run wrote {written[0]}" + (f" and {len(written) - 1} more" if len(written) > 1 else "")
+                    + ": a trial may not create or change modules, bytecode or links while it runs")
+        return None
 
     def _watch(self, feed: StepFeed, watchdog: MemoryWatchdog) -> tuple[TrialStatus, str] | None:
         """Until the run exits or must be stopped; the status that stopped it, if one did."""

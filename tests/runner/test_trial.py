@@ -2,9 +2,11 @@
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 
+from infrarsi.contract import Knob
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 
@@ -157,3 +159,32 @@ def test_a_reused_log_dir_holds_only_the_latest_run(make_repo, tmp_path):
     second, _ = trial(repo, contract, {"step_s": 0.01}, log_dir=log_dir)
     assert first.ok and second.ok
     assert len(second.losses) == len(first.losses) == contract.workload.total_steps
+
+
+@pytest.mark.parametrize("how,written", [
+    ("locked", "during the run: locked file helpers.py is changed"),
+    ("pyc", "the run wrote __pycache__/late."),
+    ("module", "the run wrote extra.py"),
+    ("symlink", "the run wrote cache"),
+])
+def test_a_run_that_changes_its_own_sources_breaks_the_contract(make_repo, how, written):
+    repo, contract = make_repo("tampers.py")
+    (repo / "late.py").write_text('VALUE = "source"\n')
+    contract.knobs.append(Knob(name="how", role="unknown", type="str", default="nothing", flag="--how"))
+    result, _ = trial(repo, contract, knobs={"how": how})
+    assert result.status is TrialStatus.CONTRACT and result.detail.startswith(written), result.detail
+    log = Path(result.log_path).read_text()
+    # Bytecode is neither read from next to the sources nor written: the planted .pyc lost.
+    assert 'late.VALUE = source;' in log and "writes bytecode: False" in log and "pycache prefix /" in log, log
+
+
+def test_an_honest_run_leaves_no_bytecode_and_stays_ok(make_repo):
+    repo, contract = make_repo("tampers.py")
+    (repo / "late.py").write_text('VALUE = "source"\n')
+    (repo / "__pycache__").mkdir()
+    # the user's stale bytecode for late.py is not even copied into the trial
+    (repo / "__pycache__" / "late.cpython-311.pyc").write_bytes(b"stale")
+    contract.knobs.append(Knob(name="how", role="unknown", type="str", default="nothing", flag="--how"))
+    result, _ = trial(repo, contract)
+    assert result.ok, result.detail
+    assert "late.VALUE = source;" in Path(result.log_path).read_text()
