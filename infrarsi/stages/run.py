@@ -215,6 +215,16 @@ def _numerics_by_design(candidate: Candidate) -> bool:
     return by_patch or any(str(v) in ("bfloat16", "float16", "bf16", "fp16") for v in candidate.knobs.values())
 
 
+def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
+    """Compilation's start-up is a declared one-off cost of any size (None); other candidates
+    declare none, so their start-up must stay within the baseline's noise."""
+    device = contract.memory.device
+    compiles = any(contract.knob(k).role == "compile" and bool(v) for k, v in candidate.knobs.items()) or any(
+        getattr(patch_library.REGISTRY.get(p), "prior", {}).get(device, None) is not None
+        and patch_library.REGISTRY[p].prior[device].startup_s > 0 for p in candidate.patches)
+    return None if compiles else 0.0
+
+
 def _row(number: int, kind: str, result: TrialResult, planned_steps: int, reason: str = "") -> TrialRow:
     return TrialRow(
         number=number, kind=kind, status=result.status.value, candidate=result.candidate.to_dict(),
@@ -478,7 +488,8 @@ def _verify(session: _Session, context, result: RunResult) -> None:
     result.verdicts, _ = interleave(
         top, context.baseline(), lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
         rounds=VERIFY_ROUNDS, planned_steps=contract.workload.planned_steps, floor=result.promotion_floor,
-        compare_steps=contract.loss.compare_steps)
+        compare_steps=contract.loss.compare_steps,
+        declared_startup=lambda cand: _declared_startup(contract, cand))
     result.promoted = best_promoted(result.verdicts)
     if result.promoted:
         lo = result.promoted.job_speedup[1]
