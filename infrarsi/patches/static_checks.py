@@ -48,6 +48,8 @@ _LOSS_FN = re.compile(r"cross_entropy|nll_loss|kl_div|_loss$|^loss$|Loss$")
 _PROBE_CALLS = ("infrarsi.probe.step", "infrarsi.probe.phase", "infrarsi.probe.model")
 _STEP_CALLEE = re.compile(r"optim|scaler|sched", re.IGNORECASE)
 _CLOCK_MODULES = ("time", "datetime")
+_INFRARSI = ("infrarsi", "_infrarsi_launcher", "sitecustomize", "usercustomize")
+"""InfraRSI's package and what its launcher loads into the job before the job's own code."""
 # Attribute writes into torch that only set configuration: a legitimate speed patch makes them.
 _TORCH_SETTINGS = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch._functorch.config.")
 _IMPORT_SYSTEM = ("sys.modules", "sys.meta_path", "sys.path", "sys.path_hooks", "sys.path_importer_cache",
@@ -162,7 +164,7 @@ class _Reader(cst.CSTVisitor):
     def _judge_write(self, name: str, stmt: cst.CSTNode) -> None:
         if _matches(name, _CLOCK_MODULES):
             self.add("clock", stmt)
-        elif name.startswith("infrarsi"):
+        elif _matches(name, _INFRARSI):
             self.add("infrarsi", stmt)
         elif _matches(name, _IMPORT_SYSTEM):
             self.add("imports", stmt)
@@ -286,7 +288,7 @@ class _Reader(cst.CSTVisitor):
             self._imported(f"{base}.{self.code(alias.name)}", node)
 
     def _imported(self, name: str, node: cst.CSTNode) -> None:
-        for rule, prefixes in (("infrarsi", ("infrarsi",)), ("dynamic", _DYNAMIC),
+        for rule, prefixes in (("infrarsi", _INFRARSI), ("dynamic", _DYNAMIC),
                                ("process", _PROCESS), ("exit", ("atexit",)), ("outside", ("tempfile", "shutil"))):
             if _matches(name, prefixes):
                 self.add(rule, node)
@@ -317,7 +319,7 @@ class _Reader(cst.CSTVisitor):
 
     def _reference(self, node: cst.BaseExpression) -> None:
         for name in self.names(node):
-            if name.startswith("infrarsi.") and name not in _PROBE_CALLS and name != "infrarsi.probe":
+            if _matches(name, _INFRARSI) and name not in (*_PROBE_CALLS, "infrarsi.probe", "infrarsi"):
                 self.add("infrarsi", node)
             elif _matches(name, _IMPORT_SYSTEM):
                 self.add("imports", node)

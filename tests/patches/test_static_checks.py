@@ -90,3 +90,8 @@ def test_an_sdpa_rewrite_of_the_model_passes():
     assert old in MODEL
     after = MODEL.replace(old, "        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n" + old, 1)
     assert diff_problem("model.py", MODEL, after) is None
+
+
+def test_the_launcher_loaded_before_the_job_is_internal_too():
+    problem = diff_problem("train.py", TRAIN, _insert("import _infrarsi_launcher as _l\n_l._clock = time.time\n"))
+    assert problem.startswith("contract: reaches into InfraRSI's internals")
