@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract import STATE_DIR, Contract
-from infrarsi.llm import LLMConfig, make_client
+from infrarsi.llm import LLMConfig, doctor_for_model, make_client
 from infrarsi.patches.base import APPLIED
 from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, diff_id as _content_id
 from infrarsi.patches.diff_patch import parse_unified_diff
@@ -126,16 +126,9 @@ def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
             if rel.endswith(".py") and (repo / rel).is_file()}
 
 
-PROMPT_DOCTOR_KEYS = ("hardware", "noise", "phases", "memory", "efficiency", "findings", "warnings")
-"""What of doctor.json the model sees. Never the losses: the loss check compares a candidate with
-the baseline's reference losses, and a model that has read them can write a diff that prints them
-(the per-run step times are left out too: long, and said better by the phases and findings)."""
-
-
 def _doctor_summary(doctor: dict[str, Any] | None) -> str:
-    if not doctor:
-        return "(not run)"
-    return json.dumps({k: doctor[k] for k in PROMPT_DOCTOR_KEYS if k in doctor}, default=str)[:MAX_DOCTOR_CHARS]
+    shown = doctor_for_model(doctor)
+    return json.dumps(shown, default=str)[:MAX_DOCTOR_CHARS] if shown else "(not run)"
 
 
 def _cut(text: str, limit: int) -> str:

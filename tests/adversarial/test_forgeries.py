@@ -44,7 +44,9 @@ def test_every_forgery_is_caught_and_the_honest_proposal_promoted(job, tmp_path)
                 rows[case.name] = (check["status"], check["reason"])
             if result["promoted"]:
                 promoted.append(result["promoted"]["candidate"]["patches"])
-        assert len(server.requests) == len(groups)
+        # one patch request per run (the priors' requests find no scripted reply: built-in priors)
+        asked = [r for r in server.requests if r.body["tool_choice"]["name"] == TOOL_NAME]
+        assert len(asked) == len(groups)
         for request in server.requests:  # the references the forgeries print were never sent
             assert not any(repr(x) in request.body["messages"][0]["content"] for x in reference)
 
