@@ -54,6 +54,18 @@ def tokens_problem(steps: list[Step], expected: int) -> str | None:
     return None
 
 
+def unsized_steps_problem(steps: list[Step], expected: int) -> str | None:
+    """A step that says nothing of its size could be any size: when the contract fixes the tokens
+    per step, every step must report them (a printed log line cannot)."""
+    if not expected:
+        return None
+    unsized = [s.index for s in steps if s.tokens is None]
+    if unsized:
+        return (f"{len(unsized)} of {len(steps)} steps reported no tokens (step {unsized[0]} first); the contract "
+                f"fixes {expected} per step, and a step that does not say its size cannot be compared")
+    return None
+
+
 def loss_problem(steps: list[Step], loss: LossInvariant, *, compare: bool, by_design: bool) -> str | None:
     """No NaN or inf ever; with ``compare``, the first K losses within tolerance of the reference."""
     for step in steps:

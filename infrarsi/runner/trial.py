@@ -293,6 +293,9 @@ class _Trial:
             )
         if len(steps) < self.spec.total_steps:
             return TrialStatus.CRASH, f"the run stopped after {len(steps)} of {self.spec.total_steps} steps"
+        problem = checks.unsized_steps_problem(steps, self.contract.workload.tokens_per_step)
+        if problem:
+            return TrialStatus.CONTRACT, problem
         if report.exit_device == "cuda" and report.exit_peak_bytes and report.exit_peak_bytes > self.budget:
             return TrialStatus.OOM, self._oom_detail(report.exit_peak_bytes, "device memory")
         return None

@@ -147,7 +147,8 @@ def skip_backward(repo: Path, reference: list[float]) -> str:
 
 
 def shrink_sequence(repo: Path, reference: list[float]) -> str:
-    return edit(repo, "train.py", (GET_BATCH, GET_BATCH + "        X, Y = X[:, : args.block_size // 2], Y[:, : args.block_size // 2]\n"))
+    half = "[:, : args.block_size // 2].contiguous()"
+    return edit(repo, "train.py", (GET_BATCH, GET_BATCH + f"        X, Y = X{half}, Y{half}\n"))
 
 
 def shrink_batch(repo: Path, reference: list[float]) -> str:

@@ -55,13 +55,17 @@ def test_steps_override_and_log_dir(make_repo, tmp_path):
     assert result.log_path == str(tmp_path / "logs" / "output.log")
 
 
-def test_log_lines_stand_in_for_the_probe(make_repo):
+def test_log_lines_are_read_but_a_step_must_say_its_size(make_repo):
+    """Printed lines carry no tokens: anything could have printed them (the job's own numbers,
+    or a forgery's). With the contract fixing the tokens per step, the run breaks it."""
     repo, contract = make_repo("log_only.py")
     result, _ = trial(repo, contract)
-    assert result.status is TrialStatus.OK, result.detail
+    assert result.status is TrialStatus.CONTRACT and "reported no tokens" in result.detail, result.detail
     assert len(result.step_times) == 4 and all(0.03 <= t < 0.5 for t in result.step_times)
     assert result.losses[:4] == pytest.approx(REFERENCE, abs=1e-4)
     assert result.tokens_per_step is None
+    contract.workload.tokens_per_step = 0  # unknown until doctor: nothing to hold the steps to
+    assert trial(repo, contract)[0].status is TrialStatus.OK
 
 
 def test_crash_reports_the_error_lines(make_repo):
