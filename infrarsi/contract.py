@@ -121,6 +121,9 @@ class Workload:
     """The knob holding the global batch; empty when it is derived (micro-batch x accumulation) or unknown."""
     seq_len_knob: str = ""
     """The knob holding the sequence length; empty when unknown."""
+    samples_per_step: int | None = None
+    """Global samples per step (images, clips…) as the launcher counts them, for workloads without
+    tokens (doctor sets it); None: not fixed, a token workload is held to ``tokens_per_step``."""
     seed: int
     warmup_steps: int
     measured_steps: int
@@ -306,7 +309,7 @@ def _build(cls, data: dict, prefix: str, path: Path):
 _TYPES = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
-                 "global_batch_knob": str, "seq_len_knob": str,
+                 "global_batch_knob": str, "seq_len_knob": str, "samples_per_step": int,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},
     "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
     "memory": {"budget_bytes": int, "device": str},

@@ -7,9 +7,15 @@
             ...
         probe.step(loss=loss.item(), tokens=tokens_this_step)
 
-Each call appends one JSON line to the file named by ``INFRARSI_PROBE_FILE``. When that variable is
-unset every call returns at once, so a script keeps the probe in production at no cost. Under
-``torchrun`` each rank writes its own file (``<file>.rank<N>``).
+The probe is optional: InfraRSI measures every trial from outside the job (docs/launcher.md). In a
+trial the launcher is loaded, and the probe's calls go over the launcher's channel as ``model`` and
+``probe`` records: phases in the script's own words, and its loss and tokens where the launcher saw
+none. The probe's own step times are never used there.
+
+Without the launcher, each call appends one JSON line to the file named by ``INFRARSI_PROBE_FILE``
+(a bare run: ``bench/launcher_overhead.py``). When neither is set every call returns at once, so a
+script keeps the probe in production at no cost. Under ``torchrun`` each rank writes its own file
+(``<file>.rank<N>``).
 
 Events (one JSON object per line, ``"event"`` names it):
 - ``model``: the facts FLOPs are computed from (``params``, ``active_params``, ``layers``,
@@ -32,6 +38,9 @@ import time
 from collections.abc import Iterator
 
 ENV_FILE = "INFRARSI_PROBE_FILE"
+ENV_RECORDS = "INFRARSI_RECORDS"
+"""Set by a trial: the launcher's channel (infrarsi/launcher/__init__.py holds the same name)."""
+LAUNCHER_MODULE = "_infrarsi_launcher"
 PHASES = ("data", "forward", "backward", "optimizer", "communication")
 
 _out = None
@@ -49,10 +58,23 @@ def _path() -> str | None:
     return base
 
 
+def _launcher():
+    """The launcher observing this process, when a trial loaded one."""
+    if not os.environ.get(ENV_RECORDS):
+        return None
+    return sys.modules.get(LAUNCHER_MODULE)
+
+
 def _open():
     """Open the output on first use; None when the probe is off."""
     global _out, _last
     if _out is None:
+        launcher = _launcher()
+        if launcher is not None:
+            if _last is None:
+                _last = time.perf_counter()
+                launcher.send({"kind": "start"})
+            return launcher
         path = _path()
         if path is None:
             return None
@@ -64,12 +86,18 @@ def _open():
 
 def _emit(record: dict) -> None:
     out = _open()
-    if out is not None:
+    if out is None:
+        return
+    if out is _launcher():
+        # The launcher's records say "kind"; its step records are its own, the probe's are "probe".
+        kind = record.pop("event")
+        out.send({"kind": "probe" if kind == "step" else kind, **record})
+    else:
         out.write(json.dumps(record) + "\n")
 
 
 def enabled() -> bool:
-    return _path() is not None
+    return _path() is not None or _launcher() is not None
 
 
 def model(
@@ -115,19 +143,13 @@ def phase(name: str) -> Iterator[None]:
 def step(*, loss: float, tokens: int) -> None:
     """Close one optimizer step: its loss and the tokens it consumed (all micro-batches, all ranks)."""
     global _step, _last, _phases
-    if _open() is None:
+    out = _open()
+    if out is None:
         return
-    now = time.perf_counter()
-    _emit(
-        {
-            "event": "step",
-            "step": _step,
-            "dt": now - _last,
-            "loss": float(loss),
-            "tokens": int(tokens),
-            "phases": _phases,
-        }
-    )
+    record = {"event": "step", "step": _step, "loss": float(loss), "tokens": int(tokens), "phases": _phases}
+    if out is not _launcher():  # a bare run times itself; in a trial only InfraRSI's clock does
+        record["dt"] = time.perf_counter() - _last
+    _emit(record)
     _step += 1
     _phases = {}
     _last = time.perf_counter()

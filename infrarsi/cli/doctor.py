@@ -86,11 +86,14 @@ def render(report: DoctorReport, repo: Path) -> None:
                                f"within-run CV {n.within_run_cv:.1%}")
     table.add_row("noise floor", f"speedups below {n.min_speedup:.3f}× are not trusted "
                                  f"({n.confidence:.0%}, one run each)")
-    table.add_row("throughput", f"{eff.tokens_per_s:,.0f} tokens/s ({eff.tokens_per_step:,} tokens/step)")
+    if eff.tokens_per_step:
+        table.add_row("throughput", f"{eff.tokens_per_s:,.0f} tokens/s ({eff.tokens_per_step:,} tokens/step)")
+    elif eff.samples_per_s:
+        table.add_row("throughput", f"{eff.samples_per_s:,.1f} samples/s ({eff.samples_per_step:,} samples/step)")
     if eff.mfu is not None and eff.peak is not None:
         devices = f" × {eff.devices}" if eff.devices > 1 else ""
         table.add_row("MFU", f"{eff.mfu:.1%} of {eff.peak.value / 1e9:,.1f} GFLOP/s{devices} {eff.peak.dtype} "
-                             f"peak [dim]({eff.peak.source})[/]")
+                             f"peak [dim]({eff.peak.source}; FLOPs: {eff.mfu_source})[/]")
     else:
         table.add_row("MFU", "[yellow]not available[/] (see warnings)")
     ranks = f", the largest of {mem.ranks} ranks against a per-rank budget" if mem.ranks > 1 else ""

@@ -9,7 +9,7 @@ import math
 import re
 from pathlib import Path
 
-from infrarsi.contract import Contract, LossInvariant, check_locked_files
+from infrarsi.contract import Contract, LossInvariant, Workload, check_locked_files
 from infrarsi.runner.measure import Step
 from infrarsi.runner.result import Candidate
 
@@ -44,25 +44,30 @@ def scope_problem(contract: Contract, changed: list[str], workdir: Path) -> str 
     return None
 
 
-def tokens_problem(steps: list[Step], expected: int) -> str | None:
-    """Every step must consume the contract's tokens per step (steps from log lines carry none)."""
-    if not expected:  # 0: init could not derive it; doctor learns it from the baseline's reports
-        return None
+def tokens_problem(steps: list[Step], expected: int, expected_samples: int = 0) -> str | None:
+    """Every step must consume the contract's tokens (and samples) per step. 0 in the contract: init
+    could not derive it; doctor learns it from the baseline's steps."""
     for step in steps:
-        if step.tokens is not None and step.tokens != expected:
+        if expected and step.tokens is not None and step.tokens != expected:
             return f"step {step.index} reported {step.tokens} tokens; the contract fixes {expected} per step"
+        if expected_samples and step.samples is not None and step.samples != expected_samples:
+            return (f"step {step.index} reported {step.samples} samples; the contract fixes "
+                    f"{expected_samples} per step")
     return None
 
 
-def unsized_steps_problem(steps: list[Step], expected: int) -> str | None:
+def unsized_steps_problem(steps: list[Step], workload: Workload) -> str | None:
     """A step that says nothing of its size could be any size: when the contract fixes the tokens
-    per step, every step must report them (a printed log line cannot)."""
-    if not expected:
+    (or samples) per step, every step must report them."""
+    if not (workload.tokens_per_step or workload.samples_per_step):
         return None
-    unsized = [s.index for s in steps if s.tokens is None]
+    unsized = [s.index for s in steps if s.tokens is None and s.samples is None]
     if unsized:
-        return (f"{len(unsized)} of {len(steps)} steps reported no tokens (step {unsized[0]} first); the contract "
-                f"fixes {expected} per step, and a step that does not say its size cannot be compared")
+        fixed = (f"{workload.tokens_per_step} tokens" if workload.tokens_per_step
+                 else f"{workload.samples_per_step} samples")
+        return (f"{len(unsized)} of {len(steps)} steps reported neither tokens nor samples (step {unsized[0]} "
+                f"first); the contract fixes {fixed} per step, and a step that does not say its size cannot "
+                "be compared")
     return None
 
 

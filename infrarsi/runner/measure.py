@@ -1,189 +1,235 @@
-"""What a running trial reports, read as it runs: the probe's JSON lines or, without the probe,
-the script's own log lines (``iter N: loss X, time Yms``).
+"""What a running trial reports: the launcher's records, timed by InfraRSI's own clock.
 
-Under torchrun each rank writes ``<probe file>.rank<N>``; a step counts once every rank has
-reported it, at the slowest rank's time (the job is as fast as its slowest rank) with rank 0's
-loss and tokens.
+Every record arrives over the record channel (:mod:`infrarsi.launcher.channel`) stamped with
+``time.monotonic()`` in this process at arrival. A step's time is the arrival of its record minus
+the arrival of the previous one (for step 0: of the job's ``start`` record, its first forward or
+backward). The job's own clock, prints and log lines are never a source of step time; the job-side
+stamps in the records only serve to check that the records are what they claim (:data:`CLOCK_TOLERANCE`).
+
+Each process that steps is a stream (torchrun: one per rank). A step counts once every expected
+stream has reported it; its time is the slowest stream's (each stream's from its own previous
+record), so a group runs at its slowest rank's pace. Tokens and samples are summed over the streams (every rank's share of the batch), the loss
+is their mean, FLOPs are summed, peak memory is the largest.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-LOG_LINE = re.compile(
-    r"iter\s+(?P<step>\d+)\s*:\s*loss\s+(?P<loss>[-+]?(?:nan|inf|[\d.]+(?:e[-+]?\d+)?))\s*,\s*"
-    r"time\s+(?P<ms>[\d.]+(?:e[-+]?\d+)?)\s*ms",
-    re.IGNORECASE,
-)
+from infrarsi.launcher.channel import Arrival
+
+FUTURE_S = 0.05
+"""A record stamped this much later than it arrived was not written by the launcher's clock."""
+CLOCK_TOLERANCE = 0.10
+CLOCK_FLOOR_S = 0.25
+"""The job-side and InfraRSI-side durations of the run's steps may differ by this fraction, or
+this many seconds when more: the difference is only how late the last record was read."""
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     index: int
     dt: float
-    """Seconds; for a torchrun group, the slowest rank's."""
+    """Seconds by InfraRSI's clock; for a group, the slowest rank's."""
     loss: float
     tokens: int | None
-    """None when the run reports through log lines, which carry no token count."""
+    """All ranks' tokens; None when the counted module's inputs were not integers."""
+    samples: int | None = None
     phases: dict[str, float] = field(default_factory=dict)
+    """Seconds per probe phase (the slowest rank's), when the script uses the probe."""
+    job_dt: float | None = None
+    """The same interval by the job-side stamps (checked against ``dt``, never used as a time)."""
+    peak_bytes: int | None = None
+    """Largest rank's CUDA max allocated during this step; None on CPU."""
 
 
 @dataclass(slots=True)
 class RunReport:
     steps: list[Step] = field(default_factory=list)
     source: str = ""
-    """probe | log | "" (nothing reported)."""
+    """launcher | "" (nothing reported)."""
     model_facts: dict[str, int] = field(default_factory=dict)
     exit_peak_bytes: int | None = None
-    """Largest rank's peak from the probe's exit event (absent when the run was killed)."""
+    """Largest rank's peak from the launcher's exit record (absent when the run was killed)."""
     exit_device: str = ""
     first_step_at: float | None = None
-    """perf_counter() when the first step was first seen (within one poll of its end)."""
+    """time.monotonic() when step 0 arrived."""
+    startup_s: float | None = None
+    """Launch to the start of step 0 (its first forward or backward), by InfraRSI's clock."""
+    flops_per_step: int | None = None
+    """All ranks' FLOPs of one warm-up step, counted by FlopCounterMode."""
+    param_checksum: list[float] | None = None
+    """[sum, sum of squares] in float64 of rank 0's parameters at the end."""
+    problem: str = ""
+    """Why the records cannot be trusted (out of order, stamped by another clock); empty when fine."""
 
 
-class _Tail:
-    """New complete lines of a growing file."""
+class _Stream:
+    """The records of one process of the job."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._offset = 0
-        self._partial = b""
-
-    def lines(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self._offset += len(data)
-        *complete, self._partial = (self._partial + data).split(b"\n")
-        return [line.decode("utf-8", "replace") for line in complete]
-
-
-class _Rank:
-    def __init__(self, path: Path):
-        self.tail = _Tail(path)
-        self.steps: list[dict] = []
-        self.model: dict = {}
+    def __init__(self, rank: int, pid: int):
+        self.rank, self.pid = rank, pid
+        self.start: Arrival | None = None
+        self.steps: list[Arrival] = []
+        self.probe: dict[int, dict] = {}
         self.exit: dict = {}
-
-    def read(self) -> None:
-        for line in self.tail.lines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill
-            event = record.get("event") if isinstance(record, dict) else None
-            if event == "step":
-                self.steps.append(record)
-            elif event == "model":
-                self.model = record
-            elif event == "exit":
-                self.exit = record
 
 
 class StepFeed:
     """Call :meth:`poll` while the trial runs for the steps completed since the last call."""
 
-    def __init__(self, probe_path: Path, log_path: Path, *, ranks: int | None = 1):
-        """``ranks``: how many processes write probe files (None: unknown, whoever has)."""
-        self._probe_path = Path(probe_path)
-        self._expected_ranks = ranks
+    def __init__(self, source: Callable[[], list[Arrival]], *, ranks: int | None = 1, launched_at: float):
+        """``source``: new arrivals (``RecordChannel.take``); ``ranks``: how many processes step
+        (None: unknown, whoever does); ``launched_at``: time.monotonic() at launch."""
+        self._source = source
+        self._expected = ranks
+        self._launched_at = launched_at
         self._finished = False
-        self._log = _Tail(Path(log_path))
-        self._ranks: dict[Path, _Rank] = {}
-        self._log_steps: dict[int, Step] = {}
+        self._streams: dict[int, _Stream] = {}
+        self._model: dict = {}
         self.report = RunReport()
 
     def poll(self) -> list[Step]:
-        self._read_probe()
-        self._read_log()
-        source, steps = self._steps()
+        for arrival in self._source():
+            self._take(arrival)
+        steps = self._merged()
         new = steps[len(self.report.steps):]
         if new:
-            self.report.source = source
+            self.report.source = "launcher"
             if self.report.first_step_at is None:
-                self.report.first_step_at = time.perf_counter()
+                self.report.first_step_at = self._completion(0)
             self.report.steps.extend(new)
         return new
 
     def finish(self) -> RunReport:
-        """Read what is left once the run has ended; ranks that never wrote no longer count."""
+        """Read what is left once the run has ended; streams that never stepped no longer count."""
         self._finished = True
         self.poll()
-        self.report.steps = self._steps()[1]
-        ranks = self._ordered_ranks()
-        if ranks:
-            self.report.model_facts = {k: v for k, v in ranks[0].model.items() if k != "event"}
-            exits = [r.exit for r in ranks if r.exit]
-            if exits:
-                self.report.exit_peak_bytes = max(int(e.get("peak_bytes", 0)) for e in exits)
-                self.report.exit_device = str(exits[0].get("device", ""))
-        return self.report
+        report = self.report
+        report.steps = self._merged()
+        report.model_facts = {k: int(v) for k, v in self._model.items()
+                              if k not in ("kind", "rank", "pid", "t") and isinstance(v, (int, float))}
+        streams = self._stepping()
+        exits = [s.exit for s in streams if s.exit]
+        if exits:
+            report.exit_peak_bytes = max(int(e.get("peak_bytes") or 0) for e in exits)
+            report.exit_device = str(exits[0].get("device", ""))
+            first = streams[0].exit
+            if first.get("param_sum") is not None:
+                report.param_checksum = [float(first["param_sum"]), float(first["param_sq_sum"])]
+        flops = [self._flops(s) for s in streams]
+        if flops and None not in flops:
+            report.flops_per_step = sum(flops)
+        if report.steps:
+            starts = [s.start.at for s in streams if s.start is not None]
+            start = max(starts) if len(starts) == len(streams) else None
+            report.startup_s = max(0.0, start - self._launched_at) if start is not None else None
+        if not report.problem:
+            report.problem = _clock_problem(report.steps)
+        return report
 
-    def _steps(self) -> tuple[str, list[Step]]:
-        """The source that reports (the probe, once its file exists) and all its steps so far."""
-        if self.report.source == "probe" or (not self.report.source and self._ranks):
-            return "probe", self._merged_probe_steps()
-        return "log", [self._log_steps[i] for i in sorted(self._log_steps)]
+    # --- records --------------------------------------------------------------------------------
 
-    def _read_probe(self) -> None:
-        directory = self._probe_path.parent
-        paths = [self._probe_path, *directory.glob(self._probe_path.name + ".rank*")]
-        for path in paths:
-            if path not in self._ranks and path.exists():
-                self._ranks[path] = _Rank(path)
-        for rank in self._ranks.values():
-            rank.read()
+    def _take(self, arrival: Arrival) -> None:
+        record = arrival.record
+        kind = record.get("kind")
+        if kind == "model":
+            self._model = self._model or record
+            return
+        try:
+            pid, rank = int(record.get("pid", 0)), int(record.get("rank", 0))
+        except (TypeError, ValueError):
+            return
+        stream = self._streams.setdefault(pid, _Stream(rank, pid))
+        if kind == "start":
+            stream.start = stream.start or arrival
+        elif kind == "step":
+            self._check_step(stream, arrival)
+        elif kind == "probe":
+            stream.probe[int(record.get("step", len(stream.probe)))] = record
+        elif kind == "exit":
+            stream.exit = record
 
-    def _ordered_ranks(self) -> list[_Rank]:
-        def number(path: Path) -> int:
-            suffix = path.name.rsplit(".rank", 1)
-            return int(suffix[1]) if len(suffix) == 2 and suffix[1].isdigit() else -1
+    def _check_step(self, stream: _Stream, arrival: Arrival) -> None:
+        record = arrival.record
+        where = f"rank {stream.rank} (pid {stream.pid})"
+        if record.get("step") != len(stream.steps):
+            self._problem(f"{where} reported step {record.get('step')!r} after {len(stream.steps)} steps: "
+                          "the records are not the launcher's")
+            return
+        stamped = record.get("t")
+        if isinstance(stamped, (int, float)) and stamped > arrival.at + FUTURE_S:
+            self._problem(f"the job's clock disagrees with InfraRSI's: {where}'s step {record['step']} is "
+                          f"stamped {stamped - arrival.at:.3g} s after it arrived")
+        stream.steps.append(arrival)
 
-        return [self._ranks[p] for p in sorted(self._ranks, key=number)]
+    def _problem(self, text: str) -> None:
+        self.report.problem = self.report.problem or text
 
-    def _merged_probe_steps(self) -> list[Step]:
-        ranks = self._ordered_ranks()
-        # A step counts once every rank has reported it: a rank that has not written its first
-        # line yet must not let the fast ranks' steps through alone.
-        waiting = self._expected_ranks is not None and len(ranks) < self._expected_ranks
-        if not ranks or (waiting and not self._finished):
+    # --- merging --------------------------------------------------------------------------------
+
+    def _stepping(self) -> list[_Stream]:
+        return sorted((s for s in self._streams.values() if s.steps), key=lambda s: (s.rank, s.pid))
+
+    def _completion(self, i: int) -> float:
+        return max(s.steps[i].at for s in self._stepping())
+
+    def _merged(self) -> list[Step]:
+        streams = self._stepping()
+        waiting = self._expected is not None and len(streams) < self._expected
+        if not streams or (waiting and not self._finished):
             return []
+        # Where each stream's step 0 starts: its start record (else the launch), by both clocks.
+        previous = [s.start.at if s.start is not None else self._launched_at for s in streams]
+        previous_job = [_stamp(s.start) if s.start is not None else None for s in streams]
         steps = []
-        for i in range(min(len(r.steps) for r in ranks)):
-            records = [r.steps[i] for r in ranks]
-            slowest = max(records, key=lambda rec: float(rec.get("dt", 0.0)))
-            first = records[0]
-            tokens = first.get("tokens")
-            steps.append(
-                Step(
-                    index=int(first.get("step", i)),
-                    dt=float(slowest.get("dt", 0.0)),
-                    loss=_number(first.get("loss")),
-                    tokens=int(tokens) if tokens is not None else None,
-                    phases={k: float(v) for k, v in (slowest.get("phases") or {}).items()},
-                )
-            )
+        for i in range(min(len(s.steps) for s in streams)):
+            arrivals = [s.steps[i] for s in streams]
+            records = [a.record for a in arrivals]
+            spans = [a.at - before for a, before in zip(arrivals, previous)]
+            slowest = max(range(len(streams)), key=lambda k: spans[k])
+            stamps = [_stamp(a) for a in arrivals]
+            job_spans = [t - before for t, before in zip(stamps, previous_job) if t is not None and before is not None]
+            probes = [s.probe.get(i, {}) for s in streams]
+            steps.append(Step(
+                index=i,
+                dt=spans[slowest],
+                loss=_mean([r.get("loss") for r in records]) if any(r.get("loss") is not None for r in records)
+                else _number(probes[0].get("loss")),
+                tokens=_total([r.get("tokens") for r in records]) or _total([p.get("tokens") for p in probes[:1]]),
+                samples=_total([r.get("samples") for r in records]),
+                phases={k: float(v) for k, v in (probes[slowest].get("phases") or probes[0].get("phases") or {}).items()},
+                job_dt=max(job_spans) if len(job_spans) == len(streams) else None,
+                peak_bytes=max((int(r["peak_bytes"]) for r in records if r.get("peak_bytes") is not None), default=None),
+            ))
+            previous, previous_job = [a.at for a in arrivals], stamps
         return steps
 
-    def _read_log(self) -> None:
-        for line in self._log.lines():
-            match = LOG_LINE.search(line)
-            if match is None:
-                continue
-            index = int(match["step"])
-            dt = float(match["ms"]) / 1000.0
-            seen = self._log_steps.get(index)
-            # Several ranks may print the same iteration: keep the slowest.
-            if seen is None or dt > seen.dt:
-                self._log_steps[index] = Step(index=index, dt=dt, loss=float(match["loss"]), tokens=None)
+    def _flops(self, stream: _Stream) -> int | None:
+        for arrival in stream.steps:
+            if arrival.record.get("flops") is not None:
+                return int(arrival.record["flops"])
+        return None
+
+
+def _clock_problem(steps: list[Step]) -> str:
+    """Whether the job-side stamps tell another story than InfraRSI's clock over the whole run."""
+    timed = [s for s in steps if s.job_dt is not None]
+    if not timed:
+        return ""
+    ours, theirs = sum(s.dt for s in timed), sum(s.job_dt for s in timed)
+    if abs(ours - theirs) > max(CLOCK_TOLERANCE * ours, CLOCK_FLOOR_S):
+        return (f"the job's clock disagrees with InfraRSI's: its records say {len(timed)} steps took "
+                f"{theirs:.3f} s, InfraRSI saw them arrive over {ours:.3f} s")
+    return ""
+
+
+def _stamp(arrival: Arrival) -> float | None:
+    """The job-side stamp of a record, when it has a usable one."""
+    t = arrival.record.get("t")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
 
 
 def _number(value) -> float:
@@ -193,6 +239,16 @@ def _number(value) -> float:
         return math.nan
 
 
+def _mean(values: list) -> float:
+    numbers = [_number(v) for v in values]
+    return sum(numbers) / len(numbers)
+
+
+def _total(values: list) -> int | None:
+    present = [int(v) for v in values if v is not None]
+    return sum(present) if present else None
+
+
 def split_warmup(steps: list[Step], warmup_steps: int, total_steps: int) -> tuple[list[Step], list[Step]]:
     """(warm-up, measured). A run shorter than its warm-up keeps its last step as measured."""
     warmup = min(warmup_steps, max(total_steps - 1, 0))
@@ -200,8 +256,10 @@ def split_warmup(steps: list[Step], warmup_steps: int, total_steps: int) -> tupl
 
 
 def mean_phases(steps: list[Step]) -> dict[str, float]:
-    """Mean seconds per step in each phase over ``steps``."""
-    if not steps:
+    """Mean seconds per step in each phase over the ``steps`` that report phases (a step killed
+    before its probe.step() reports none)."""
+    phased = [s for s in steps if s.phases]
+    if not phased:
         return {}
-    names = sorted({name for s in steps for name in s.phases})
-    return {name: sum(s.phases.get(name, 0.0) for s in steps) / len(steps) for name in names}
+    names = sorted({name for s in phased for name in s.phases})
+    return {name: sum(s.phases.get(name, 0.0) for s in phased) / len(phased) for name in names}

@@ -65,6 +65,18 @@ class TrialResult:
     losses: list[float] = field(default_factory=list)
     """Loss of every step run, warm-up included."""
     tokens_per_step: int | None = None
+    """All ranks' tokens per step, counted by the launcher (None: the job's inputs are not tokens)."""
+    samples_per_step: int | None = None
+    """All ranks' samples per step (sequences, images…), counted by the launcher."""
+    flops_per_step: float | None = None
+    """All ranks' FLOPs in one step (forward, backward, optimizer), from ``flops_source``."""
+    flops_source: str = ""
+    """FlopCounterMode (counted on a warm-up step) | 6N+12LHQT (doctor's cross-check from the probe's
+    model facts) | "" (unknown)."""
+    param_checksum: list[float] | None = None
+    """[sum, sum of squares] in float64 over rank 0's optimized parameters after the last step."""
+    source: str = ""
+    """Who measured the steps: launcher (InfraRSI's clock, from outside the job) | "" (no step)."""
     peak_bytes: int | None = None
     """Peak memory of the largest rank: its process tree's RSS on CPU, the probe's max allocated
     on CUDA."""
@@ -75,12 +87,13 @@ class TrialResult:
     wall_s: float = 0.0
     """The trial's whole cost in seconds."""
     phases: dict[str, float] = field(default_factory=dict)
-    """Mean seconds per measured step in each probe phase."""
+    """Mean seconds per measured step in each probe phase (when the script uses the probe)."""
     model_facts: dict[str, int] = field(default_factory=dict)
     detail: str = ""
     """Why it ended this way: the error's last lines, the level an OOM was seen at…"""
     log_path: str = ""
     probe_path: str = ""
+    """The launcher's records as they arrived (records.jsonl), probe records included."""
     hunks: list[Hunk] = field(default_factory=list)
     """Exactly what the candidate changed in the source."""
 

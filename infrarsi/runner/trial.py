@@ -1,8 +1,12 @@
 """One trial: a candidate run for real in a copy of the repo, watched, measured and judged.
 
 Every trial ends with exactly one status (see :class:`TrialStatus`); failures are values, and
-their wall time is their cost. The user's working tree is only read; logs and the probe file go
-to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
+their wall time is their cost. The user's working tree is only read; logs and the launcher's
+records go to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
+
+The job runs as its command says, unchanged; the launcher (:mod:`infrarsi.launcher`) loads before
+its code, observes its steps through torch's hooks, stops it after the contract's steps and sends
+one record per step over a FIFO in the workspace, timed here on arrival (:mod:`infrarsi.runner.measure`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.runner import abort, checks
+from infrarsi.launcher import launcher_env
+from infrarsi.launcher.channel import RecordChannel
+from infrarsi.runner import abort, accounting, checks
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
@@ -30,6 +36,8 @@ POLL_S = 0.05
 """How often the run's reports are read and the stop conditions checked."""
 
 GIB = 1 << 30
+RECORDS_FILE = "records.jsonl"
+"""The launcher's records as they arrived, copied into log_dir at the end of the trial."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -50,6 +58,9 @@ class TrialSpec:
     log_dir: Path | None = None
     budget_bytes: int | None = None
     """Memory budget (default: the contract's)."""
+    reference_checksum: list[float] | None = None
+    """The baseline's parameters after the contract's steps (doctor's ``param_checksum``): with
+    ``check_loss``, a run of those steps must end with the same ones (``accounting.checksum_problem``)."""
     on_event: EventSink = ignore
 
     def __post_init__(self) -> None:
@@ -74,15 +85,11 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     started = time.perf_counter()
     log_dir = Path(spec.log_dir) if spec.log_dir is not None else default_log_dir(spec.repo)
     log_dir.mkdir(parents=True, exist_ok=True)
-    # The probe appends: a reused log_dir (doctor's baseline-N, verify's rounds) must not mix in an
-    # earlier run's steps.
-    for stale in log_dir.glob("probe.jsonl*"):
-        stale.unlink()
     result = TrialResult(
         status=TrialStatus.CRASH,
         candidate=spec.candidate,
         log_path=str(log_dir / "output.log"),
-        probe_path=str(log_dir / "probe.jsonl"),
+        probe_path=str(log_dir / RECORDS_FILE),
     )
     spec.on_event(Event("trial", "begin", f"trial {spec.candidate.key()}", 0, spec.total_steps,
                         {"log_dir": str(log_dir)}))
@@ -104,6 +111,8 @@ class _Trial:
         self.probe_path = Path(result.probe_path)
         self.budget = spec.budget_bytes or spec.contract.memory.budget_bytes
         self.process: TrialProcess | None = None
+        self.exited_at: float | None = None
+        """time.monotonic() when the job's process was first seen to have exited by itself."""
         self.values: dict = {}
 
     def fail(self, status: TrialStatus, detail: str) -> None:
@@ -157,24 +166,38 @@ class _Trial:
     def _launch_and_watch(self, workspace: Workspace) -> None:
         argv = build_argv(self.contract, self.values)
         (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
-        env = {**os.environ, **infrarsi_env(probe_file=self.probe_path, pycache=workspace.pycache)}
+        channel = RecordChannel(workspace.private / "records.fifo")
+        env = {**os.environ, **infrarsi_env(pycache=workspace.pycache),
+               **launcher_env(channel.path, steps=self.spec.total_steps,
+                              warmup_steps=self.contract.workload.warmup_steps,
+                              pythonpath=os.environ.get("PYTHONPATH"))}
         cwd = workspace.root / self.contract.workload.cwd
+        launched = time.monotonic()
         try:
             self.process = TrialProcess(argv, cwd=cwd, env=env, log_path=self.log_path)
         except OSError as err:
+            channel.close()
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
+        try:
+            self._watch_launched(channel, argv, launched, workspace)
+        finally:
+            channel.close()
+            channel.save(self.probe_path)
+
+    def _watch_launched(self, channel: RecordChannel, argv: list[str], launched: float, workspace: Workspace) -> None:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
         watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill(),
                                   per_rank=self.contract.workload.launcher == "torchrun")
-        feed = StepFeed(self.probe_path, self.log_path, ranks=local_ranks(self.contract, argv))
+        feed = StepFeed(channel.take, ranks=local_ranks(self.contract, argv), launched_at=launched)
         watchdog.start()
         try:
             verdict = self._watch(feed, watchdog)
         finally:
             self.process.kill()
             watchdog.stop()
+        channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
         tampered = self._run_tampering(workspace)
@@ -185,7 +208,7 @@ class _Trial:
             # evidence, and the time model needs them to learn that this setting is slow.
             self.result.step_times = [s.dt for s in report.steps[1:]]
         if verdict is None:
-            verdict = self._judge_exit(report)
+            verdict = self._judge_exit(report) or self._judge_accounts(report, launched)
         if verdict is not None:
             self.fail(*verdict)
         else:
@@ -211,12 +234,16 @@ class _Trial:
         seen: list[Step] = []
         while True:
             exited = process.poll() is not None
+            if exited and self.exited_at is None:
+                self.exited_at = time.monotonic()
             new = feed.poll()
             seen.extend(new)
             for step in new:
                 spec.on_event(Event("trial", "report", f"step {step.index}: loss {step.loss:.4g}, {step.dt:.3f} s",
                                     len(seen), spec.total_steps,
                                     {"step": step.index, "dt": step.dt, "loss": step.loss}))
+            if feed.report.problem:
+                return TrialStatus.CONTRACT, feed.report.problem
             if watchdog.exceeded_at is not None:
                 what = f"rank {watchdog.exceeded_rank}'s RSS" if watchdog.per_rank else "tree RSS"
                 return TrialStatus.OOM, self._oom_detail(watchdog.exceeded_at, what)
@@ -233,7 +260,8 @@ class _Trial:
 
     def _early_verdict(self, seen: list[Step]) -> tuple[TrialStatus, str] | None:
         """Stop as soon as the outcome is known: wrong tokens, broken loss, clearly too slow."""
-        problem = checks.tokens_problem(seen, self.contract.workload.tokens_per_step)
+        problem = checks.tokens_problem(seen, self.contract.workload.tokens_per_step,
+                                        self.contract.workload.samples_per_step)
         if problem:
             return TrialStatus.CONTRACT, problem
         problem = checks.loss_problem(seen, self.contract.loss, compare=self.spec.check_loss,
@@ -257,27 +285,32 @@ class _Trial:
 
     def _measure(self, report: RunReport, watchdog: MemoryWatchdog) -> None:
         r = self.result
-        warmup, measured = split_warmup(report.steps, self.contract.workload.warmup_steps, self.spec.total_steps)
+        workload = self.contract.workload
+        warmup, measured = split_warmup(report.steps, workload.warmup_steps, self.spec.total_steps)
         r.warmup_times = [s.dt for s in warmup]
         r.step_times = [s.dt for s in measured]
         r.losses = [s.loss for s in report.steps]
-        tokens = [s.tokens for s in report.steps if s.tokens is not None]
-        mismatched = [t for t in tokens if t != self.contract.workload.tokens_per_step]
-        r.tokens_per_step = (mismatched or tokens or [None])[0]
+        r.tokens_per_step = _reported([s.tokens for s in report.steps], workload.tokens_per_step)
+        r.samples_per_step = _reported([s.samples for s in report.steps], workload.samples_per_step)
         r.phases = mean_phases(measured)
         r.model_facts = report.model_facts
+        r.source = report.source
+        r.param_checksum = report.param_checksum
+        if report.flops_per_step is not None:
+            r.flops_per_step, r.flops_source = float(report.flops_per_step), "FlopCounterMode"
         if report.exit_device == "cuda":
             r.peak_bytes = report.exit_peak_bytes
         else:
             r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
             r.rank_peak_bytes = [watchdog.rank_peaks[k] for k in sorted(watchdog.rank_peaks)]
-        if report.first_step_at is not None and report.steps:
-            r.startup_s = max(0.0, report.first_step_at - self.process.started - report.steps[0].dt)
+        r.startup_s = report.startup_s
 
     def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
         """The status of a run that ended by itself."""
         code = self.process.returncode
         steps = report.steps
+        if report.problem:
+            return TrialStatus.CONTRACT, report.problem
         if code != 0:
             tail = checks.log_tail(self.log_path)
             problem = checks.loss_problem(steps, self.contract.loss, compare=False, by_design=False)
@@ -288,20 +321,50 @@ class _Trial:
             return TrialStatus.CRASH, f"{_exit_words(code)}:\n{tail}"
         if not steps:
             return TrialStatus.CRASH, (
-                "the run exited without reporting a step: no probe step lines in "
-                f"{self.probe_path.name} and no 'iter N: loss X, time Yms' lines in {self.log_path.name}"
+                "the run exited and the launcher saw no step: no process of the job imported torch and "
+                "then called backward() or an optimizer's step() (a `python -S`, `-E` or `-I` job never loads "
+                f"the launcher); records in {self.probe_path.name}, output in {self.log_path.name}"
             )
         if len(steps) < self.spec.total_steps:
             return TrialStatus.CRASH, f"the run stopped after {len(steps)} of {self.spec.total_steps} steps"
-        problem = checks.unsized_steps_problem(steps, self.contract.workload.tokens_per_step)
+        problem = checks.unsized_steps_problem(steps, self.contract.workload)
         if problem:
             return TrialStatus.CONTRACT, problem
         if report.exit_device == "cuda" and report.exit_peak_bytes and report.exit_peak_bytes > self.budget:
             return TrialStatus.OOM, self._oom_detail(report.exit_peak_bytes, "device memory")
         return None
 
+    def _judge_accounts(self, report: RunReport, launched: float) -> tuple[TrialStatus, str] | None:
+        """A run that ended well by itself: does its time add up, and did it train the baseline's model?"""
+        r = self.result
+        run_s = self.exited_at - launched if self.exited_at is not None else None
+        problem = accounting.time_problem(run_s, r.startup_s, [*r.warmup_times, *r.step_times])
+        if problem:
+            return TrialStatus.CONTRACT, problem
+        reference = self.spec.reference_checksum
+        loss = self.contract.loss
+        if self.spec.check_loss and reference and self.spec.total_steps == self.contract.workload.total_steps:
+            tolerance = loss.numerics_tolerance if self.spec.numerics_by_design else loss.tolerance
+            compared = min(loss.compare_steps, len(loss.reference), len(r.losses))
+            exact = compared > 0 and r.losses[:compared] == loss.reference[:compared]
+            problem = accounting.checksum_problem(r.param_checksum, reference, exact_losses=exact,
+                                                  rtol=accounting.checksum_tolerance(tolerance, loss.reference))
+            if problem:
+                return TrialStatus.NUMERICS, problem
+            if r.param_checksum is None:
+                return TrialStatus.CONTRACT, ("the run ended without the launcher's parameter checksum: "
+                                              "what it trained cannot be compared with the baseline")
+        return None
+
     def _oom_detail(self, level: int, what: str) -> str:
         return f"{what} reached {level / GIB:.2f} GiB ({level} bytes), above the budget of {self.budget / GIB:.2f} GiB"
+
+
+def _reported(values: list[int | None], expected: int) -> int | None:
+    """What the steps reported: the first value other than the contract's, if any, else the first."""
+    present = [v for v in values if v is not None]
+    mismatched = [v for v in present if v != expected]
+    return (mismatched or present or [None])[0]
 
 
 def _exit_words(code: int) -> str:

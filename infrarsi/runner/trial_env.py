@@ -1,4 +1,4 @@
-"""The environment variables InfraRSI itself sets for a trial's processes, in one place.
+"""The interpreter variables InfraRSI itself sets for a trial's processes, in one place.
 
 Whatever else builds a trial's environment (the inherited one, or an allow-listed one) must keep
 these. They make bytecode irrelevant to what a trial runs: nothing is written
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infrarsi.probe import ENV_FILE
 
-
-def infrarsi_env(*, probe_file: Path, pycache: Path) -> dict[str, str]:
-    """The variables a trial sets on top of (or into) its environment."""
+def infrarsi_env(*, pycache: Path) -> dict[str, str]:
+    """The interpreter variables a trial sets on top of (or into) its environment; the launcher's
+    own (its channel, when to stop, PYTHONPATH) come from ``infrarsi.launcher.launcher_env``."""
     return {
-        ENV_FILE: str(probe_file),
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPYCACHEPREFIX": str(pycache),

@@ -68,6 +68,12 @@ class Workspace:
                 else:
                     shutil.copy2(source, dest)
 
+    @property
+    def private(self) -> Path:
+        """The workspace's own directory beside the copy (the record channel lives here): never part
+        of the repository, removed with it."""
+        return self._tmp
+
     def changed(self) -> list[str]:
         """Repo-relative paths created, modified or deleted anywhere in the copy since it was made."""
         return _differences(self._snapshot, _scan(self.root))

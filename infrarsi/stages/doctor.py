@@ -27,7 +27,7 @@ import torch
 from infrarsi import noise
 from infrarsi.contract import STATE_DIR, Contract, KnobValue, require_intact, save_contract
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.flops import flops_per_token_from_facts, mfu
+from infrarsi.flops import flops_per_token_from_facts
 from infrarsi.hardware import HardwareFingerprint, PeakFlops, fingerprint, normalize_dtype, peak_flops
 from infrarsi.probe import PHASES
 from infrarsi.runner.result import Candidate, TrialResult
@@ -55,6 +55,8 @@ class BaselineRun:
     wall_s: float
     peak_bytes: int | None
     log_path: str
+    param_checksum: list[float] | None = None
+    """[sum, sum of squares] in float64 of the parameters after the run (the launcher's exit record)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -91,6 +93,16 @@ class Efficiency:
     achieved_flops: float | None
     peak: PeakFlops | None
     mfu: float | None
+    samples_per_step: int | None = None
+    samples_per_s: float | None = None
+    """Samples (sequences, images…) per second: the throughput of workloads without tokens."""
+    flops_per_step: float | None = None
+    """All ranks' FLOPs per step that MFU uses, from ``mfu_source``."""
+    mfu_source: str = ""
+    """FlopCounterMode (counted by the launcher on a warm-up step, any model) | 6N+12LHQT (the probe's
+    model facts) | "" (no MFU)."""
+    flops_per_step_6n: float | None = None
+    """6N + 12·L·H·Q·T times the tokens per step: the cross-check, where the probe reports the model."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -133,6 +145,9 @@ class DoctorReport:
     losses: noise.LossSpread
     reorder: ReorderRun | None
     efficiency: Efficiency
+    param_checksum: list[float] | None = None
+    """The baseline's parameters after its steps ([sum, sum of squares], float64): what a candidate
+    that trains the same model ends near."""
     findings: list[str] = field(default_factory=list)
     """Where the time goes, in sentences, largest first."""
     warnings: list[str] = field(default_factory=list)
@@ -169,6 +184,7 @@ class DoctorReport:
             losses=noise.LossSpread.from_dict(data["losses"]),
             reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
             efficiency=Efficiency(**eff),
+            param_checksum=data.get("param_checksum"),
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),
             wall_s=float(data.get("wall_s", 0.0)),
@@ -264,22 +280,32 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore) -> Doc
 
 def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contract:
     """Fill in what init could not derive (tokens per step, sequence length, global batch: 0 in
-    the contract) from what the baseline reported through the probe."""
+    the contract) from what the launcher counted in the baseline runs. A workload without tokens
+    (images, audio) is held to its samples per step instead."""
     w = contract.workload
     if w.tokens_per_step and w.seq_len and w.global_batch:
         return contract
     tokens = {r.tokens_per_step for r in runs}
+    samples = {r.samples_per_step for r in runs}
+    sequences = next(iter(samples)) if len(samples) == 1 and None not in samples else 0
+    if not w.tokens_per_step and tokens == {None} and sequences:
+        return replace(contract, workload=replace(w, samples_per_step=sequences,
+                                                  global_batch=w.global_batch or sequences))
     if len(tokens) != 1 or None in tokens:
         raise DoctorError(
-            "the contract does not know the tokens per step and the baseline did not report them "
-            f"consistently ({sorted(tokens, key=str)}): call probe.step(loss=…, tokens=…) in the script"
+            "the contract does not know the tokens per step and the launcher did not count them "
+            f"consistently in the baseline runs (tokens {sorted(tokens, key=str)}, samples "
+            f"{sorted(samples, key=str)}): the first module the job calls must take the batch as its "
+            "first tensor argument"
         )
     tokens_per_step = w.tokens_per_step or tokens.pop()
-    seq_len = w.seq_len or int(runs[0].model_facts.get("seq_len", 0))
+    # Integer inputs of shape (sequences, length): the sequence length is their ratio.
+    seq_len = w.seq_len or int(runs[0].model_facts.get("seq_len", 0)) or (
+        tokens_per_step // sequences if sequences and tokens_per_step % sequences == 0 else 0)
     if not seq_len:
-        raise DoctorError("the contract does not know the sequence length and the script does not report it: "
+        raise DoctorError("the contract does not know the sequence length and the launcher could not tell it: "
                           "call probe.model(..., seq_len=…) in the script")
-    global_batch = w.global_batch or tokens_per_step // seq_len
+    global_batch = w.global_batch or sequences or tokens_per_step // seq_len
     return replace(contract, workload=replace(w, tokens_per_step=tokens_per_step, seq_len=seq_len,
                                               global_batch=global_batch))
 
@@ -383,9 +409,10 @@ def summarize(
         runs=[
             BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=r.step_time,
                         step_cv=noise.cv(r.step_times), startup_s=r.startup_s, wall_s=r.wall_s,
-                        peak_bytes=r.peak_bytes, log_path=r.log_path)
+                        peak_bytes=r.peak_bytes, log_path=r.log_path, param_checksum=r.param_checksum)
             for r in runs
         ],
+        param_checksum=runs[0].param_checksum,
         noise=step_noise,
         phases=phases,
         memory=memory,
@@ -412,28 +439,47 @@ def _efficiency(
     contract: Contract, runs: list[TrialResult], step_s: float, peak: PeakFlops | None, devices: int,
     warnings: list[str],
 ) -> Efficiency:
+    """Throughput and MFU. FLOPs per step come from FlopCounterMode (the launcher counts them on a
+    warm-up step, for any model); 6N + 12·L·H·Q·T from the probe's model facts is the cross-check,
+    and the source of MFU only when there is no count."""
     tokens = contract.workload.tokens_per_step
     tokens_per_s = tokens / step_s
+    samples = contract.workload.samples_per_step or runs[0].samples_per_step
     startups = [r.startup_s for r in runs if r.startup_s is not None]
     projected = (statistics.median(startups) if startups else 0.0) + contract.workload.planned_steps * step_s
     facts = runs[0].model_facts
-    fpt = achieved = utilization = None
-    if not facts:
-        warnings.append("the script does not report its model (probe.model(...)): no FLOPs per token, no MFU")
-    else:
+    fpt = flops_6n = None
+    if facts:
         try:
             fpt = flops_per_token_from_facts(facts)
+            flops_6n = fpt * tokens if tokens else None
         except ValueError as err:
-            warnings.append(f"no MFU: {err}")
-    if fpt is not None:
-        achieved = tokens_per_s * fpt
+            warnings.append(f"no 6N+12LHQT cross-check: {err}")
+    counted = [r.flops_per_step for r in runs if r.flops_per_step]
+    if counted:
+        flops_per_step, source = counted[0], "FlopCounterMode"
+        if flops_6n and not 0.7 <= flops_per_step / flops_6n <= 1.3:
+            warnings.append(f"FlopCounterMode counted {flops_per_step:.3g} FLOPs per step, 6N+12LHQT from the "
+                            f"probe's model facts gives {flops_6n:.3g}: MFU uses the count")
+    elif flops_6n:
+        flops_per_step, source = flops_6n, "6N+12LHQT"
+    else:
+        flops_per_step, source = None, ""
+        warnings.append("no FLOPs per step: the launcher counts them on warm-up step 1 (the contract needs two "
+                        "warm-up steps) and the script does not report its model (probe.model(...)): no MFU")
+    achieved = utilization = None
+    if flops_per_step:
+        achieved = flops_per_step / step_s
         if peak is not None:
-            utilization = mfu(tokens_per_s, fpt, peak.value * devices)
+            utilization = achieved / (peak.value * devices)
             if utilization > 1:
                 warnings.append(f"MFU {utilization:.0%} is above 100%: the measured peak ({peak.source}) is "
                                 "too low, probably measured while the machine was busy")
     return Efficiency(tokens_per_step=tokens, tokens_per_s=tokens_per_s, projected_job_s=projected,
-                      devices=devices, flops_per_token=fpt, achieved_flops=achieved, peak=peak, mfu=utilization)
+                      devices=devices, flops_per_token=fpt, achieved_flops=achieved, peak=peak, mfu=utilization,
+                      samples_per_step=samples, samples_per_s=samples / step_s if samples else None,
+                      flops_per_step=flops_per_step, mfu_source=source if utilization is not None else "",
+                      flops_per_step_6n=flops_6n)
 
 
 # What a large share of a phase usually points at, for the summary.
@@ -463,9 +509,9 @@ def where_time_goes(report: DoctorReport) -> list[str]:
     eff = report.efficiency
     if eff.mfu is not None and eff.peak is not None:
         if eff.mfu >= 0.5:
-            out.append(f"MFU is {eff.mfu:.1%} of the {eff.peak.dtype} peak: the matmuls already run near "
-                       "what the hardware can do; gains must come from doing less or overlapping more.")
+            out.append(f"MFU ({eff.mfu_source} FLOPs) is {eff.mfu:.1%} of the {eff.peak.dtype} peak: the matmuls "
+                       "already run near what the hardware can do; gains must come from doing less or overlapping more.")
         else:
-            out.append(f"MFU is {eff.mfu:.1%} of the {eff.peak.dtype} peak: most of the hardware's compute "
-                       "goes unused, so there is room in launch settings and kernels.")
+            out.append(f"MFU ({eff.mfu_source} FLOPs) is {eff.mfu:.1%} of the {eff.peak.dtype} peak: most of "
+                       "the hardware's compute goes unused, so there is room in launch settings and kernels.")
     return out

@@ -147,6 +147,9 @@ class _Session:
         # Trials numbered from here on belong to this session's round of the (shared) study.
         self.first_number = len(store.frozen())
         self.verified_here = False
+        self.reference_checksum: list[float] | None = None
+        """The baseline's parameters after the contract's steps, from doctor: every trial that
+        compares its losses compares them too."""
 
     def budget_left(self) -> bool:
         return not self.budget_spent()
@@ -190,6 +193,7 @@ class _Session:
             abort_step_time=abort_step_time,
             timeout_s=self.timeout_s,
             numerics_by_design=_numerics_by_design(candidate),
+            reference_checksum=self.reference_checksum,
         )
         began = time.monotonic()
         try:
@@ -315,6 +319,7 @@ def run(
                        noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source)
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = _Session(repo, contract, store, deadline, trials, on_event)
+    session.reference_checksum = doctor.param_checksum
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
     try:

@@ -75,5 +75,5 @@ def infrarsi_run(repo: Path, server_url: str, model: str, trials: int, home: Pat
            "INFRARSI_ANTHROPIC_MODEL": model, "INFRARSI_LLM_MAX_RETRIES": "0"}
     done = subprocess.run([str(INFRARSI), "run", str(repo), "--trials", str(trials), "--no-bank", "--json"],
                           env=env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode in (0, 1), done.stderr[-3000:]
+    assert done.returncode in (0, 1) and done.stdout.strip(), done.stderr[-3000:]
     return json.loads(done.stdout)

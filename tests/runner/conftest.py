@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -83,6 +85,24 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+TORCH_JOB = """
+import torch
+model = torch.nn.Embedding(256, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+model(torch.zeros(4, 8, dtype=torch.long)).sum().backward()
+optimizer.step()
+print(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024)
+"""
+
+
+@pytest.fixture(scope="session")
+def torch_rss() -> int:
+    """Peak RSS of a process that imported torch and took one optimizer step: what every test job
+    holds before its own allocations (memory budgets in the tests are this plus their margin)."""
+    out = subprocess.run([sys.executable, "-c", TORCH_JOB], capture_output=True, text=True, check=True, timeout=120)
+    return int(out.stdout.split()[-1])
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,9 @@ def test_console_script_prints_the_result_as_json(make_repo):
     result = json.loads(out.stdout)
     assert result["status"] == "ok"
     assert result["candidate"]["knobs"] == {"step_s": 0.04, "in_child": False}
-    assert len(result["losses"]) == 4 and all(t >= 0.04 for t in result["step_times"])
+    # Arrival times jitter by the reader's wake-up; the steps' sum cannot read short of the sleeps.
+    times = result["step_times"]
+    assert len(result["losses"]) == 4 and sum(times) >= len(times) * 0.04 - 0.005, times
 
 
 def test_failed_trial_exits_1_with_a_summary(make_repo, capsys):

@@ -34,7 +34,8 @@ def test_a_patch_runs_in_the_copy_and_its_hunks_are_recorded(make_repo):
     store_diff(repo, "slower", "train.py", "time.sleep(args.step_s)", "time.sleep(3 * args.step_s)")
     result = run(repo, contract, ["llm:slower"])
     assert result.status is TrialStatus.OK, result.detail
-    assert all(t >= 0.06 for t in result.step_times)
+    # Arrival times jitter by the reader's wake-up; the steps' sum cannot read short of the sleeps.
+    assert sum(result.step_times) >= len(result.step_times) * 0.06 - 0.005, result.step_times
     assert [h.path for h in result.hunks] == ["train.py"]
     assert "+        time.sleep(3 * args.step_s)" in result.hunks[0].text
 

@@ -77,10 +77,16 @@ def test_doctor_measures_the_dense_gpt_baseline_and_says_where_the_time_goes(den
     assert abs(1 - report.phases.coverage) <= PHASE_TOLERANCE and report.phases.covered
     # Memory: the watchdog's peak RSS of a torch process is hundreds of MB, under the budget.
     assert 100e6 < report.memory.peak_bytes < report.memory.budget_bytes
-    # MFU: FLOPs from the probe's model facts against the measured fp32 matmul peak.
+    # MFU: FLOPs counted by the launcher's FlopCounterMode on the warm-up step, against the measured
+    # fp32 matmul peak; 6N + 12LHQT from the probe's model facts agrees with the count.
     eff = report.efficiency
     assert eff.peak.method == "measured" and eff.peak.dtype == "fp32" and eff.peak.value > 1e9
-    assert 0 < eff.mfu < 1.5
+    assert 0 < eff.mfu < 1.5 and eff.mfu_source == "FlopCounterMode"
+    assert 0.7 < eff.flops_per_step / eff.flops_per_step_6n < 1.3
+    assert eff.samples_per_step == 8
+    # Same seed, same steps: both baseline runs end with the same weights, to the last bit.
+    assert report.param_checksum is not None
+    assert report.runs[0].param_checksum == report.runs[1].param_checksum == report.param_checksum
     assert eff.tokens_per_s == pytest.approx(8 * 64 / report.noise.step_s)
     # Losses: the reassociation run split the batch differently, and the tolerance covers it.
     assert report.reorder is not None and report.reorder.status == "ok"
@@ -144,6 +150,39 @@ def test_summarize_computes_mfu_from_model_facts_and_the_peak(tmp_path):
     assert report.phases.covered and report.efficiency.projected_job_s == pytest.approx(3.0 + 1000 * 1.0)
     round_trip = type(report).from_dict(json.loads(json.dumps(report.to_dict())))
     assert round_trip == report
+
+
+def test_mfu_uses_the_counted_flops_and_keeps_6n_as_the_cross_check(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path), warmup=1, measured=3)
+    facts = {"params": 1000, "layers": 1, "heads": 1, "head_dim": 4, "seq_len": 8}
+    runs = [_run([1.0, 1.0, 1.0], {}, [5.0, 4.0, 3.0, 2.0], facts=facts) for _ in range(2)]
+    for r in runs:
+        r.flops_per_step, r.flops_source, r.param_checksum = 2e6, "FlopCounterMode", [1.0, 2.0]
+    peak = PeakFlops(value=1e7, source="test", device="cpu", dtype="fp32", method="measured", threads=2)
+    report = summarize(contract, runs, {}, None, fingerprint(), peak, 1)
+    eff = report.efficiency
+    assert eff.mfu == pytest.approx(2e6 / 1e7) and eff.mfu_source == "FlopCounterMode"
+    assert eff.flops_per_step_6n == 512 * (6 * 1000 + 12 * 1 * 1 * 4 * 8)
+    assert any("6N+12LHQT from the probe's model facts gives" in w for w in report.warnings)
+    assert report.param_checksum == [1.0, 2.0] and "FlopCounterMode FLOPs" in " ".join(report.findings)
+    for r in runs:
+        r.flops_per_step = None
+    assert summarize(contract, runs, {}, None, fingerprint(), peak, 1).efficiency.mfu_source == "6N+12LHQT"
+
+
+def test_a_workload_without_tokens_is_held_to_its_samples(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path))
+    contract.workload.tokens_per_step = contract.workload.seq_len = contract.workload.global_batch = 0
+    runs = [_run([1.0, 1.0], {}, [1.0, 0.9]) for _ in range(2)]
+    for r in runs:
+        r.tokens_per_step, r.samples_per_step = None, 32
+    learned = with_measured_workload(contract, runs).workload
+    assert (learned.tokens_per_step, learned.samples_per_step, learned.global_batch) == (0, 32, 32)
+    # Token ids of shape (sequences, length), no probe: the sequence length is their ratio.
+    for r in runs:
+        r.tokens_per_step, r.model_facts = 512, {}
+    learned = with_measured_workload(contract, runs).workload
+    assert (learned.tokens_per_step, learned.seq_len, learned.global_batch) == (512, 16, 32)
 
 
 def test_unknown_tokens_per_step_are_learned_from_the_baseline(tmp_path):

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import torch
+
 from infrarsi import probe
 
 parser = argparse.ArgumentParser()
@@ -16,6 +18,21 @@ parser.add_argument("--block_size", type=int, default=8)
 parser.add_argument("--alloc_mb", type=int, default=0)
 parser.add_argument("--in_child", action="store_true")
 args = parser.parse_args()
+
+# A real training step for the launcher to observe: an embedding of the batch's token ids, a loss
+# backward() runs on, an optimizer step. lr=0 keeps the weights, so the loss is the scripted one.
+model = torch.nn.Embedding(256, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+
+
+def train_step(loss_value, rows=None):
+    """One optimizer step on a (rows, block_size) batch of token ids whose loss is ``loss_value``."""
+    tokens = torch.zeros(rows or args.batch_size, args.block_size, dtype=torch.long)
+    loss = model(tokens).sum() * 0 + loss_value
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
 
 if args.in_child:
     code = f"import time; b = b'x' * ({args.alloc_mb} * 10 * 2**20); print('held', flush=True); time.sleep(600)"
@@ -27,4 +44,5 @@ for it in range(args.max_iters):
         # Written, not just reserved: untouched pages would not count as resident.
         held.append(os.urandom(1) * (args.alloc_mb * 2**20))
     time.sleep(0.1)
+    train_step(4.0 * 0.9**it)
     probe.step(loss=4.0 * 0.9**it, tokens=args.batch_size * args.block_size)

@@ -7,6 +7,8 @@ import math
 import os
 import time
 
+import torch
+
 from infrarsi import probe
 
 parser = argparse.ArgumentParser()
@@ -18,6 +20,21 @@ parser.add_argument("--nan_at", type=int, default=-1)
 parser.add_argument("--alloc_mb", type=int, default=0)
 args = parser.parse_args()
 
+# A real training step for the launcher to observe: an embedding of the batch's token ids, a loss
+# backward() runs on, an optimizer step. lr=0 keeps the weights, so the loss is the scripted one.
+model = torch.nn.Embedding(256, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+
+
+def train_step(loss_value, rows=None):
+    """One optimizer step on a (rows, block_size) batch of token ids whose loss is ``loss_value``."""
+    tokens = torch.zeros(rows or args.batch_size, args.block_size, dtype=torch.long)
+    loss = model(tokens).sum() * 0 + loss_value
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
 rank = int(os.environ.get("RANK", "0"))
 print(f"rank {rank} pid {os.getpid()}", flush=True)
 # Written, not just reserved: untouched pages would not count as resident.
@@ -25,6 +42,7 @@ held = os.urandom(1) * (args.alloc_mb * (rank + 1) * 2**20)
 for it in range(args.max_iters):
     time.sleep(args.step_s * (1 + 3 * rank))
     loss = math.nan if it == args.nan_at and rank == 0 else 4.0 * 0.9**it
+    train_step(loss, rows=args.batch_size // int(os.environ.get("WORLD_SIZE", "1")))
     probe.step(loss=loss, tokens=args.batch_size * args.block_size)
     if it == args.nan_at:
         time.sleep(600)

@@ -1,0 +1,431 @@
+"""Observes a PyTorch job through torch's global hooks and reports each step over the record channel.
+
+Imported by this directory's ``sitecustomize`` when ``INFRARSI_RECORDS`` is set; torch's hooks are
+installed the moment the job imports torch (never earlier: a helper process that does not use torch
+must not pay for importing it). Standard library and torch only. What counts, exactly
+(docs/launcher.md has the record format):
+
+- A step ends when the first optimizer the job stepped steps (``register_optimizer_step_post_hook``;
+  a GAN's D and G make one step per cycle of D). With no optimizer ever constructed, each
+  ``backward()`` ends a step (hand-written updates). A process whose first step signal is a
+  ``probe.step()`` call (a job without torch) is stepped by those calls instead.
+- Its loss is the sum of the scalars ``backward()`` ran on since the previous step (unscaled when a
+  ``GradScaler`` scaled them), so gradient accumulation with ``loss / accum`` keeps the batch loss.
+- Tokens and samples: the first tensor argument of each grad-enabled call of the *counted* module,
+  the first module called at top level (no other module's forward running) with a tensor argument
+  that is data: integer tensors count as tokens (numel) and samples (leading dimension); float
+  tensors that do not require grad count as samples. Calls of other modules, calls under no_grad
+  (evaluation) and inputs that require grad (a generator's output fed to its critic) never count.
+- FLOPs: ``FlopCounterMode`` around warm-up step 1 (step 0 when it is the only warm-up step).
+- Peak device memory per step on CUDA (max allocated, reset every step); peak RSS at exit on CPU.
+- After ``INFRARSI_STEPS`` steps the job is stopped here (in a script that uses the probe, at its
+  ``probe.step()`` for the last step, so that step's phases arrive too): an exit record (peak memory, a float64
+  checksum of the parameters the optimizers hold) and ``os._exit(0)``.
+"""
+
+import atexit
+import functools
+import importlib.util
+import json
+import os
+import select
+import sys
+import time
+import weakref
+
+RECORDS = "INFRARSI_RECORDS"
+STEPS = "INFRARSI_STEPS"
+WARMUP = "INFRARSI_WARMUP_STEPS"
+FLOP_STEP = 1
+"""The warm-up step FLOPs are counted on: step 0 carries one-off work (allocation, compilation), so
+it is used only when it is the one warm-up step."""
+
+# Captured before the job's code runs: patching time.monotonic later cannot touch it.
+_clock = functools.partial(time.clock_gettime, time.CLOCK_MONOTONIC)
+_PIPE_BUF = getattr(select, "PIPE_BUF", 4096)
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+class _Channel:
+    """The FIFO to the parent; each record is one ``os.write`` below PIPE_BUF, so records of
+    several processes never interleave."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = None
+
+    def send(self, record: dict) -> None:
+        record.setdefault("rank", _rank())
+        record.setdefault("pid", os.getpid())
+        record.setdefault("t", _clock())
+        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        if len(data) >= _PIPE_BUF and "phases" in record:
+            record["phases"] = {}
+            data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        if len(data) >= _PIPE_BUF:
+            return
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY)
+        os.write(self.fd, data)
+
+
+class _Observer:
+    def __init__(self, channel: _Channel):
+        self.channel = channel
+        self.total = int(os.environ.get(STEPS, "0") or 0)
+        warmup = int(os.environ.get(WARMUP, "0") or 0)
+        # Never a measured step: the runner keeps the last step measured in a run shorter than its warm-up.
+        flop_step = min(FLOP_STEP, warmup - 1)
+        self.flop_step = flop_step if 0 <= flop_step < (self.total or flop_step + 2) - 1 else None
+        self.torch = None
+        self.optimizers_made = 0
+        self.first_optimizer = None
+        self.optimizers: dict[int, weakref.ref] = {}
+        self.top_modules: dict[int, weakref.ref] = {}
+        self.counted = None
+        self.depth = 0
+        self.in_backward = 0
+        self.scaled = None
+        self._is_compiling = lambda: False
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """Per-process counters (again in a forked child, which reports as itself)."""
+        self.pid = os.getpid()
+        self.step = 0
+        self.via = None
+        self.probed = False
+        self.stop_pending = False
+        self.started = False
+        self.stopped = False
+        self.losses = []
+        self.tokens = 0
+        self.samples = 0
+        self.flop_mode = None
+        self.peak = 0
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The job's first forward or backward: the start of step 0."""
+        self.started = True
+        self.channel.send({"kind": "start"})
+        if self.flop_step == 0:
+            self.count_flops()
+
+    def before_forward(self, module, args) -> None:
+        if self.compiling():
+            return
+        self.depth += 1
+        if self.depth == 1 and not self.started:
+            self.start()
+
+    def after_forward(self, module, args, *rest) -> None:
+        # rest is (kwargs, output), or (output,) when torch calls the hook after an exception.
+        if self.compiling():
+            return
+        self.depth = max(0, self.depth - 1)
+        if self.depth == 0 and self.torch.is_grad_enabled():
+            self.count_inputs(module, args, rest[0] if len(rest) == 2 else {})
+
+    def count_inputs(self, module, args, kwargs) -> None:
+        if id(module) not in self.top_modules:
+            self.top_modules[id(module)] = weakref.ref(module)
+        if self.counted is not None and self.counted() is not module:
+            return
+        tensor = _first_tensor((*args, *kwargs.values()), self.torch)
+        if tensor is None:
+            return
+        leading = int(tensor.shape[0]) if tensor.dim() else 1
+        if tensor.is_floating_point() or tensor.is_complex():
+            if tensor.requires_grad:
+                return
+            self.samples += leading
+        elif tensor.dtype is not self.torch.bool:
+            self.tokens += tensor.numel()
+            self.samples += leading
+        else:
+            return
+        if self.counted is None:
+            self.counted = weakref.ref(module)
+
+    def before_backward(self, tensors) -> None:
+        if not self.started:
+            self.start()
+        torch = self.torch
+        for tensor in (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors):
+            if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
+                if self.scaled is not None and self.scaled[0]() is tensor:
+                    tensor = self.scaled[1]
+                self.losses.append(tensor.detach())
+
+    def after_backward(self) -> None:
+        if self.optimizers_made == 0:
+            self.boundary("backward")
+
+    def after_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if id(optimizer) not in self.optimizers:
+            self.optimizers[id(optimizer)] = weakref.ref(optimizer)
+        if self.first_optimizer is None:
+            self.first_optimizer = weakref.ref(optimizer)
+        if self.first_optimizer() is optimizer:
+            self.boundary("optimizer")
+
+    def probe_step(self, record: dict) -> None:
+        """A ``probe.step()`` call: phases for the step the hooks ended, or the step boundary itself
+        in a process that had no other before its first one."""
+        self.channel.send(record)
+        self.probed = True
+        if self.via in (None, "probe"):
+            self.boundary("probe", loss=record.get("loss"), tokens=record.get("tokens"))
+        elif self.stop_pending:
+            self.stop()
+
+    # --- steps ----------------------------------------------------------------------------------
+
+    def boundary(self, via: str, *, loss=None, tokens=None) -> None:
+        """The end of a step, signalled ``via`` optimizer, backward or probe (the first kind seen
+        in this process is the only one that counts in it)."""
+        if os.getpid() != self.pid or self.stopped or self.stop_pending or self.via not in (None, via):
+            return
+        self.via = via
+        torch = self.torch
+        if via != "probe":
+            # float() waits for the device: the step is over when its record is written.
+            loss = sum(float(x) for x in self.losses) if self.losses else None
+            tokens = self.tokens or None
+        record = {"kind": "step", "step": self.step, "via": via, "loss": loss, "tokens": tokens,
+                  "samples": self.samples or None}
+        if self.flop_mode is not None:
+            self.flop_mode.__exit__(None, None, None)
+            record["flops"] = int(self.flop_mode.get_total_flops())
+            self.flop_mode = None
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            peak = int(torch.cuda.max_memory_allocated())
+            self.peak = max(self.peak, peak)
+            record["peak_bytes"] = peak
+            torch.cuda.reset_peak_memory_stats()
+        record["t"] = _clock()
+        self.channel.send(record)
+        self.step += 1
+        self.losses, self.tokens, self.samples = [], 0, 0
+        if self.total and self.step >= self.total:
+            if self.probed and via != "probe":
+                # The script's probe.step() for this step comes next: wait for its phases.
+                self.stop_pending = True
+            else:
+                self.stop()
+        if self.step == self.flop_step and torch is not None:
+            self.count_flops()
+
+    def count_flops(self) -> None:
+        """Count this step's FLOPs (the next boundary reads them)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        self.flop_mode = FlopCounterMode(display=False)
+        self.flop_mode.__enter__()
+
+    def stop(self) -> None:
+        """The contract's steps are done: final records, then out, whatever the job meant to do next."""
+        self.send_exit()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(0)
+
+    def at_exit(self) -> None:
+        if self.step and os.getpid() == self.pid and not self.stopped:
+            self.send_exit()
+
+    def send_exit(self) -> None:
+        self.stopped = True
+        torch = self.torch
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            peak, device = max(self.peak, int(torch.cuda.max_memory_allocated())), "cuda"
+        else:
+            peak, device = _peak_rss(), "cpu"
+        total, squares, count = self.checksum()
+        self.channel.send({"kind": "exit", "steps": self.step, "peak_bytes": peak, "device": device,
+                           "param_sum": total, "param_sq_sum": squares, "params": count})
+
+    def checksum(self) -> tuple:
+        """float64 sum and sum of squares over the parameters the optimizers hold (the top-level
+        modules' parameters when there is no optimizer)."""
+        torch = self.torch
+        if torch is None:
+            return None, None, 0
+        params = {}
+        optimizers = [ref() for ref in self.optimizers.values()]
+        for optimizer in optimizers:
+            for group in getattr(optimizer, "param_groups", []) if optimizer is not None else []:
+                for p in group["params"]:
+                    params[id(p)] = p
+        if not params:
+            for ref in self.top_modules.values():
+                module = ref()
+                for p in module.parameters() if module is not None else ():
+                    params[id(p)] = p
+        if not params:
+            return None, None, 0
+        sums = {}
+        with torch.no_grad():
+            for p in params.values():
+                x = p.detach().to(torch.float64)
+                s = sums.setdefault(x.device, [0, 0])
+                s[0] = s[0] + x.sum()
+                s[1] = s[1] + (x * x).sum()
+        return (sum(float(s[0]) for s in sums.values()), sum(float(s[1]) for s in sums.values()),
+                sum(p.numel() for p in params.values()))
+
+    def compiling(self) -> bool:
+        return self._is_compiling()
+
+    def forked(self) -> None:
+        self._fresh()
+
+
+def _first_tensor(values, torch, depth: int = 0):
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            return value
+        if depth < 2 and isinstance(value, (list, tuple)):
+            found = _first_tensor(value, torch, depth + 1)
+        elif depth < 2 and isinstance(value, dict):
+            found = _first_tensor(tuple(value.values()), torch, depth + 1)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _peak_rss() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+_observer = None
+
+
+def send(record: dict) -> None:
+    """For ``infrarsi.probe``: a model or probe record on the same channel."""
+    if _observer is None:
+        return
+    if record.get("kind") == "probe":
+        _observer.probe_step(record)
+    elif record.get("kind") == "start":
+        # The probe's first call starts step 0 only in a process without torch; with torch, the
+        # first forward or backward does.
+        if _observer.torch is None and not _observer.started:
+            _observer.start()
+    else:
+        _observer.channel.send(record)
+
+
+def _install(torch) -> None:
+    """Torch is imported: hook its optimizers, modules and backward."""
+    obs = _observer
+    obs.torch = torch
+    compiler = getattr(torch, "compiler", None)
+    obs._is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(obs.after_optimizer_step)
+    register_module_forward_pre_hook(obs.before_forward)
+    register_module_forward_hook(obs.after_forward, with_kwargs=True, always_call=True)
+
+    made = Optimizer.__init__
+
+    @functools.wraps(made)
+    def optimizer_init(self, *args, **kwargs):
+        obs.optimizers_made += 1
+        return made(self, *args, **kwargs)
+
+    Optimizer.__init__ = optimizer_init
+
+    # Tensor.backward calls torch.autograd.backward, so this sees both.
+    backward = torch.autograd.backward
+
+    @functools.wraps(backward)
+    def observed_backward(tensors, *args, **kwargs):
+        if obs.in_backward or obs.compiling():
+            return backward(tensors, *args, **kwargs)
+        obs.before_backward(tensors)
+        obs.in_backward += 1
+        try:
+            result = backward(tensors, *args, **kwargs)
+        finally:
+            obs.in_backward -= 1
+        obs.after_backward()
+        return result
+
+    torch.autograd.backward = observed_backward
+
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler is not None:
+        scale = scaler.scale
+
+        @functools.wraps(scale)
+        def observed_scale(self, outputs):
+            scaled = scale(self, outputs)
+            if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor):
+                obs.scaled = (weakref.ref(scaled), outputs.detach())
+            return scaled
+
+        scaler.scale = observed_scale
+    atexit.register(obs.at_exit)
+    os.register_at_fork(after_in_child=obs.forked)
+
+
+def _install_safely(torch) -> None:
+    try:
+        _install(torch)
+    except Exception as err:  # the job runs on; the trial fails for want of steps, with this line
+        print(f"infrarsi launcher: cannot observe torch {getattr(torch, '__version__', '?')}: "
+              f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
+
+
+class _TorchImportWatcher:
+    """A meta-path finder that runs :func:`_install` right after ``import torch`` completes."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_observe(module):
+            exec_module(module)
+            _install_safely(module)
+
+        spec.loader.exec_module = exec_then_observe
+        return spec
+
+
+def arm() -> None:
+    """Observe this process once it imports torch (at once if it already has)."""
+    global _observer
+    if _observer is not None:
+        return
+    _observer = _Observer(_Channel(os.environ[RECORDS]))
+    if "torch" in sys.modules:
+        _install_safely(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchImportWatcher())
