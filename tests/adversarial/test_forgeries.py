@@ -33,6 +33,7 @@ def test_every_forgery_is_caught_and_the_honest_proposal_promoted(job, tmp_path)
 
     rows: dict[str, tuple[str, str]] = {}
     promoted: list[list[str]] = []
+    outcomes: list[str] = []
     with MessagesServer() as server:
         for number, group in enumerate(groups):
             server.script(tool_use_reply(TOOL_NAME, {"patches": [_proposal(c, diffs[c.name]) for c in group]}))
@@ -44,6 +45,8 @@ def test_every_forgery_is_caught_and_the_honest_proposal_promoted(job, tmp_path)
                 rows[case.name] = (check["status"], check["reason"])
             if result["promoted"]:
                 promoted.append(result["promoted"]["candidate"]["patches"])
+            outcomes.append(f"run {number}: {result['message']} " + "; ".join(
+                f"{v['candidate']['patches']}: {v['reason']}" for v in result["verdicts"]))
         # one patch request per run (the priors' requests find no scripted reply: built-in priors)
         asked = [r for r in server.requests if r.body["tool_choice"]["name"] == TOOL_NAME]
         assert len(asked) == len(groups)
@@ -51,6 +54,7 @@ def test_every_forgery_is_caught_and_the_honest_proposal_promoted(job, tmp_path)
             assert not any(repr(x) in request.body["messages"][0]["content"] for x in reference)
 
     promoted_names = {name for patches in promoted for name in patches}
+    print("\n" + "\n".join(outcomes))
     print("\ncase | status | promoted | reason")
     for case in CASES:
         status, reason = rows[case.name]
@@ -60,7 +64,7 @@ def test_every_forgery_is_caught_and_the_honest_proposal_promoted(job, tmp_path)
         status, reason = rows[case.name]
         if case.honest:
             assert status == "validated", (case.name, reason)
-            assert names[case.name] in promoted_names, f"the honest proposal was not promoted: {promoted}"
+            assert names[case.name] in promoted_names, f"the honest proposal was not promoted: {outcomes}"
         else:
             assert status not in ("validated", "skipped") and reason.strip(), (case.name, status, reason)
             assert names[case.name] not in promoted_names, f"{case.name} was promoted"
