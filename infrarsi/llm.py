@@ -52,6 +52,17 @@ _ENV = {
 }
 
 
+
+DOCTOR_KEYS_FOR_MODEL = ("hardware", "noise", "phases", "memory", "efficiency", "findings", "warnings")
+"""What of doctor.json a model is shown. Never the losses nor the parameter checksum: the trial's
+checks compare a candidate with them, and a model that has read them can write a diff that prints
+them. The per-run records are left out too (long, and said better by the phases and findings)."""
+
+
+def doctor_for_model(doctor: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The part of a doctor report that may go into a prompt; None when doctor has not run."""
+    return {k: doctor[k] for k in DOCTOR_KEYS_FOR_MODEL if k in doctor} if doctor else None
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LLMConfig:
     api_key: str | None = None

@@ -1,7 +1,10 @@
 """Re-verification: candidates rerun against the baseline in interleaved order, then judged.
 
 A candidate is promoted only if the lower bound of its job-time speedup clears the promotion floor
-(``infrarsi.noise.PROMOTION_FLOOR``) and every one of its reruns kept the loss invariant.
+(``infrarsi.noise.PROMOTION_FLOOR``), every one of its reruns kept the loss invariant, and its
+start-up did not grow past the baseline's in the same rounds by more than noise and the one-off
+cost it declares (``runner.accounting.startup_problem``: the measured steps' work moved before the
+first step would otherwise look free).
 Interleaving (baseline, A, B, baseline, A, B …) spreads slow drifts of the machine over all arms
 instead of one.
 
@@ -20,10 +23,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from infrarsi.noise import SpeedupInterval, speedup_interval
+from infrarsi.runner.accounting import startup_problem
 from infrarsi.runner.result import Candidate, TrialResult
 
 RunOne = Callable[[Candidate, int], TrialResult]
 """Runs one candidate once (the int is the round); the caller records it wherever it keeps trials."""
+DeclaredStartup = Callable[[Candidate], "float | None"]
+"""The one-off start-up seconds a candidate declares (compilation); None: any start-up is its own."""
 
 
 def job_seconds(result: TrialResult, planned_steps: int) -> float | None:
@@ -111,7 +117,8 @@ def per_look(confidence: float, looks: int) -> float:
 
 
 def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
-               planned_steps: int, floor: float, compare_steps: int) -> tuple[list[Verdict], list[TrialResult]]:
+               planned_steps: int, floor: float, compare_steps: int,
+               declared_startup: DeclaredStartup = lambda _: 0.0) -> tuple[list[Verdict], list[TrialResult]]:
     """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and baseline runs.
 
     A candidate leaves the rotation once it is promoted, has failed a rerun, cannot clear the floor
@@ -134,7 +141,8 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
         for arm in judged:
             verdicts[arm.key()] = judge(arm, base_runs, runs[arm.key()], planned_steps=planned_steps,
                                         floor=floor, compare_steps=compare_steps,
-                                        confidence=rounds.confidence, looks=rounds.looks * len(arms))
+                                        confidence=rounds.confidence, looks=rounds.looks * len(arms),
+                                        declared_startup_s=declared_startup(arm))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
@@ -171,6 +179,7 @@ def judge(
     compare_steps: int,
     confidence: float = 0.95,
     looks: int = 1,
+    declared_startup_s: float | None = 0.0,
 ) -> Verdict:
     """Promote or not, and say why, from the interleaved reruns of one candidate.
 
@@ -202,6 +211,11 @@ def judge(
         if math.isfinite(c) and math.isfinite(b)
     ]
     verdict.max_loss_diff = max(diffs) if diffs else None
+    moved = startup_problem([r.startup_s for r in base_ok], [r.startup_s for r in cand_runs],
+                            declared_s=declared_startup_s)
+    if moved:
+        verdict.reason = moved
+        return verdict
     job = _interval(verdict.base_job_s, verdict.cand_job_s, level)
     step = _interval(verdict.base_step_s, verdict.cand_step_s, level)
     verdict.job_speedup = tuple(job) if job else None

@@ -153,3 +153,16 @@ def test_only_candidates_ranked_ahead_of_the_baseline_are_verified():
     assert ahead_of_baseline([a, base, b], base, 2) == [a]
     assert ahead_of_baseline([base, a, b], base, 2) == []
     assert ahead_of_baseline([a, b], base, 1) == [a]
+
+
+def test_work_moved_before_the_first_step_is_not_a_speedup():
+    """Train the measured steps during start-up, then step through cached results: the steps look
+    six times faster, the start-up grew by what they saved. Not promoted; compilation, which
+    declares its one-off cost, is."""
+    base = runs(BASE, [0.138, 0.139, 0.1385], startup=4.0)
+    forged = [TrialResult(status=TrialStatus.OK, candidate=FAST, step_times=[0.0233] * 5, losses=list(LOSSES),
+                          tokens_per_step=128, startup_s=4.0 + s, wall_s=2.0) for s in (5.8, 5.9, 6.1)]
+    verdict = decide(base, forged)
+    assert not verdict.promoted and "work done before the first step" in verdict.reason, verdict.reason
+    compiled = judge(FAST, base, forged, planned_steps=PLANNED, floor=1.02, compare_steps=3, declared_startup_s=None)
+    assert compiled.promoted, compiled.reason

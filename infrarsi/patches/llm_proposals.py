@@ -5,9 +5,13 @@ and must call ``propose_patches`` with a list of ``{title, rationale, diff}``. A
 exactly that structure is an ERROR result; nothing is stored. Each diff is then checked
 statically, and refused with the status a trial of it would have ended with, at no trial cost:
 
-- ``contract``: touches a locked or out-of-scope file (or a function outside the scope), the
-  probe calls, or a line that assigns a loss or calls a loss function — the loss invariant is
-  the contract's, and a patch may make the job faster, not redefine what it optimizes;
+- ``contract``: touches a locked or out-of-scope file (or a function outside the scope), carries
+  one of git's extended headers (mode change, new or deleted file, rename, copy, binary patch),
+  or fails a check on the patched file's syntax tree (``static_checks``): it changes the loss or
+  the probe calls or when the training step runs, patches the clock or an imported module, touches
+  the import system, starts processes, ends the process, or reaches outside the work tree — the
+  loss invariant and the measurement are the contract's, and a patch may make the job faster,
+  not redefine what it optimizes or how it is timed;
 - ``crash``: the diff is malformed, does not apply to the current sources, or does not compile.
 
 What cannot be seen reliably in a diff — tokens per step, the loss values — the one-time
@@ -20,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -28,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract import STATE_DIR, Contract
-from infrarsi.llm import LLMConfig, make_client
+from infrarsi.llm import LLMConfig, doctor_for_model, make_client
 from infrarsi.patches.base import APPLIED
-from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, apply_diff, parse_unified_diff
+from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, diff_id as _content_id
+from infrarsi.patches.diff_patch import parse_unified_diff
 
 TOOL_NAME = "propose_patches"
 PATCH_DIR = "patches"
@@ -40,10 +44,6 @@ MAX_PATCHES = 5
 MAX_SOURCE_CHARS = 60_000
 MAX_DOCTOR_CHARS = 8_000
 MAX_TITLE_CHARS = 120
-
-# An assignment to a name containing "loss" (``loss =``, ``logits, loss =``, ``loss_sum +=``),
-# or a call of a loss function: these lines define what training minimizes.
-_LOSS_LINE = re.compile(r"\w*loss\w*\s*(?:[-+*/%@]|//)?=(?!=)|cross_entropy|nll_loss", re.IGNORECASE)
 
 SYSTEM = """\
 You are an ML infrastructure engineer making a PyTorch training job faster without changing what
@@ -127,10 +127,8 @@ def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
 
 
 def _doctor_summary(doctor: dict[str, Any] | None) -> str:
-    if not doctor:
-        return "(not run)"
-    # The per-run step times are long and say nothing the phases and findings do not.
-    return json.dumps({k: v for k, v in doctor.items() if k != "runs"}, default=str)[:MAX_DOCTOR_CHARS]
+    shown = doctor_for_model(doctor)
+    return json.dumps(shown, default=str)[:MAX_DOCTOR_CHARS] if shown else "(not run)"
 
 
 def _cut(text: str, limit: int) -> str:
@@ -186,22 +184,20 @@ def _normalized(diff: str) -> str:
 
 
 def diff_id(diff: str) -> str:
-    return hashlib.sha256(_normalized(diff).encode()).hexdigest()[:8]
+    return _content_id(_normalized(diff))
 
 
 def static_problem(repo: Path, contract: Contract, diff: str) -> tuple[str, str] | None:
     """``(status, reason)`` when ``diff`` must not reach a trial, or None."""
     try:
         files = parse_unified_diff(diff)
+    except DiffRefused as err:
+        return "contract", f"contract: {err.kind}: the diff {err}"
     except DiffError as err:
         return "crash", f"malformed diff: {err}"
-    for f in files:
-        for hunk in f.hunks:
-            for line in hunk:
-                if line[:1] in "+-" and "probe." not in line and _LOSS_LINE.search(line):
-                    return "contract", f"contract: changes the loss computation in {f.path}: {line.strip()!r}"
     # The diff must apply to the sources as they are now: try it on a scratch copy of its files.
-    # apply_diff also refuses locked, out-of-scope and probe lines, and checks the result compiles.
+    # apply_diff refuses locked and out-of-scope files, runs the static checks on the patched
+    # files and checks that they compile.
     with tempfile.TemporaryDirectory(prefix="infrarsi-llm-") as tmp:
         scratch = Path(tmp) / "tree"
         scratch.mkdir()

@@ -16,7 +16,7 @@ from typing import Any
 
 import anthropic
 
-from infrarsi.llm import LLMConfig, make_client
+from infrarsi.llm import LLMConfig, doctor_for_model, make_client
 from infrarsi.priors.builtin import builtin_table
 from infrarsi.priors.types import (
     MAX_ABS_LOG,
@@ -84,7 +84,8 @@ def prompt(context: PriorContext, keys: list[str]) -> str:
     workload = contract.workload
     knobs = [{"name": k.name, "role": k.role, "default": k.default, "domain": k.domain, "help": k.help}
              for k in contract.tunable]
-    doctor = json.dumps(context.doctor, default=str)[:MAX_DOCTOR_CHARS] if context.doctor else "(not run)"
+    shown = doctor_for_model(context.doctor)
+    doctor = json.dumps(shown, default=str)[:MAX_DOCTOR_CHARS] if shown else "(not run)"
     return "\n\n".join([
         f"Hardware: {hw.device}, {hw.describe()}.",
         f"Workload: launcher {workload.launcher}, {workload.tokens_per_step} tokens per optimizer step, "

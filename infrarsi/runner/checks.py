@@ -9,7 +9,7 @@ import math
 import re
 from pathlib import Path
 
-from infrarsi.contract import Contract, LossInvariant, check_locked_files
+from infrarsi.contract import Contract, LossInvariant, Workload, check_locked_files
 from infrarsi.runner.measure import Step
 from infrarsi.runner.result import Candidate
 
@@ -59,6 +59,21 @@ def tokens_problem(steps: list[Step], expected: int, expected_samples: int = 0) 
         if expected_samples and step.samples is not None and step.samples != expected_samples:
             return (f"step {step.index} reported {step.samples} samples; the contract fixes "
                     f"{expected_samples} per step")
+    return None
+
+
+def unsized_steps_problem(steps: list[Step], workload: Workload) -> str | None:
+    """A step that says nothing of its size could be any size: when the contract fixes the tokens
+    (or samples) per step, every step must report them."""
+    if not (workload.tokens_per_step or workload.samples_per_step):
+        return None
+    unsized = [s.index for s in steps if s.tokens is None and s.samples is None]
+    if unsized:
+        fixed = (f"{workload.tokens_per_step} tokens" if workload.tokens_per_step
+                 else f"{workload.samples_per_step} samples")
+        return (f"{len(unsized)} of {len(steps)} steps reported neither tokens nor samples (step {unsized[0]} "
+                f"first); the contract fixes {fixed} per step, and a step that does not say its size cannot "
+                "be compared")
     return None
 
 

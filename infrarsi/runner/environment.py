@@ -64,3 +64,13 @@ def trial_environment(*, home: Path, declared: Mapping[str, str] | None = None,
     env.update(declared or {})
     env.update(runner or {})
     return env
+
+
+def interpreter_env(*, pycache: Path) -> dict[str, str]:
+    """The interpreter variables InfraRSI sets for every trial: they make bytecode irrelevant to what
+    a trial runs. Nothing is written (``PYTHONDONTWRITEBYTECODE``), and nothing is read from the
+    ``__pycache__`` folders next to the sources (the user's, possibly stale, or any a candidate
+    planted), because every module's bytecode is looked up under a prefix folder that is fresh for
+    each trial and stays empty (``PYTHONPYCACHEPREFIX``). The price is compiling every module the
+    job imports, torch's included, at each start: the same for the baseline and every candidate."""
+    return {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(pycache)}

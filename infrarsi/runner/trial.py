@@ -22,9 +22,9 @@ from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
 from infrarsi.launcher.channel import RecordChannel
-from infrarsi.runner import abort, checks, sandbox
+from infrarsi.runner import abort, accounting, checks, sandbox
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
-from infrarsi.runner.environment import trial_environment
+from infrarsi.runner.environment import interpreter_env, trial_environment
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
@@ -59,6 +59,9 @@ class TrialSpec:
     """Memory budget (default: the contract's)."""
     sandbox: bool = True
     """Run inside the bubblewrap sandbox (False: the user's --no-sandbox; see runner/sandbox.py)."""
+    reference_checksum: list[float] | None = None
+    """The baseline's parameters after the contract's steps (doctor's ``param_checksum``): with
+    ``check_loss``, a run of those steps must end with the same ones (``accounting.checksum_problem``)."""
     on_event: EventSink = ignore
 
     def __post_init__(self) -> None:
@@ -110,6 +113,8 @@ class _Trial:
         self.probe_path = Path(result.probe_path)
         self.budget = spec.budget_bytes or spec.contract.memory.budget_bytes
         self.process: TrialProcess | None = None
+        self.exited_at: float | None = None
+        """time.monotonic() when the job's process was first seen to have exited by itself."""
         self.values: dict = {}
 
     def fail(self, status: TrialStatus, detail: str) -> None:
@@ -163,6 +168,7 @@ class _Trial:
             self.fail(TrialStatus.CRASH, reason)
             return False
         self.result.hunks = workspace.hunks()
+        workspace.mark_prepared()
         return True
 
     def _launch_and_watch(self, workspace: Workspace) -> None:
@@ -178,10 +184,12 @@ class _Trial:
             command = sandbox.wrap(argv, mounts)
         declared = self.contract.workload.env  # the owner's command's K=V prefix
         env = trial_environment(home=workspace.home, declared=declared,
-                                runner=launcher_env(channel.path, steps=self.spec.total_steps,
-                                                    warmup_steps=self.contract.workload.warmup_steps,
-                                                    pythonpath=declared.get("PYTHONPATH"),
-                                                    cuda_budget=self.budget if self.contract.memory.device == "cuda" else None))
+                                runner={**interpreter_env(pycache=workspace.pycache),
+                                        **launcher_env(channel.path, steps=self.spec.total_steps,
+                                                       warmup_steps=self.contract.workload.warmup_steps,
+                                                       pythonpath=declared.get("PYTHONPATH"),
+                                                       cuda_budget=self.budget if self.contract.memory.device == "cuda"
+                                                       else None)})
         launched = time.monotonic()
         try:
             self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)
@@ -189,12 +197,12 @@ class _Trial:
             channel.close()
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
         try:
-            self._watch_launched(channel, argv, launched)
+            self._watch_launched(channel, argv, launched, workspace)
         finally:
             channel.close()
             channel.save(self.probe_path)
 
-    def _watch_launched(self, channel: RecordChannel, argv: list[str], launched: float) -> None:
+    def _watch_launched(self, channel: RecordChannel, argv: list[str], launched: float, workspace: Workspace) -> None:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
@@ -210,16 +218,32 @@ class _Trial:
         channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
+        tampered = self._run_tampering(workspace)
+        if tampered:
+            return self.fail(TrialStatus.CONTRACT, tampered)
         if verdict is not None and verdict[0] is TrialStatus.ABORTED_SLOW and not self.result.step_times:
             # Stopped during warm-up (far slower than the bound): the steps after the first are the
             # evidence, and the time model needs them to learn that this setting is slow.
             self.result.step_times = [s.dt for s in report.steps[1:]]
         if verdict is None:
-            verdict = self._judge_exit(report)
+            verdict = self._judge_exit(report) or self._judge_accounts(report, launched)
         if verdict is not None:
             self.fail(*verdict)
         else:
             self.result.status = TrialStatus.OK
+
+    def _run_tampering(self, workspace: Workspace) -> str | None:
+        """What the run changed in its own sources or bytecode (a locked file rewritten and
+        reloaded, a module or .pyc planted for a later import): a contract failure whatever the
+        run reported, since what it ran is no longer what was checked."""
+        problem = checks.scope_problem(self.contract, [], workspace.root)
+        if problem:
+            return f"during the run: {problem}"
+        written = workspace.run_writes()
+        if written:
+            return (f"the run wrote {written[0]}" + (f" and {len(written) - 1} more" if len(written) > 1 else "")
+                    + ": a trial may not create or change modules, bytecode or links while it runs")
+        return None
 
     def _watch(self, feed: StepFeed, watchdog: MemoryWatchdog) -> tuple[TrialStatus, str] | None:
         """Until the run exits or must be stopped; the status that stopped it, if one did."""
@@ -228,6 +252,8 @@ class _Trial:
         seen: list[Step] = []
         while True:
             exited = process.poll() is not None
+            if exited and self.exited_at is None:
+                self.exited_at = time.monotonic()
             new = feed.poll()
             seen.extend(new)
             for step in new:
@@ -324,8 +350,33 @@ class _Trial:
             )
         if len(steps) < self.spec.total_steps:
             return TrialStatus.CRASH, f"the run stopped after {len(steps)} of {self.spec.total_steps} steps"
+        problem = checks.unsized_steps_problem(steps, self.contract.workload)
+        if problem:
+            return TrialStatus.CONTRACT, problem
         if report.exit_device == "cuda" and report.exit_peak_bytes and report.exit_peak_bytes > self.budget:
             return TrialStatus.OOM, self._oom_detail(report.exit_peak_bytes, "device memory")
+        return None
+
+    def _judge_accounts(self, report: RunReport, launched: float) -> tuple[TrialStatus, str] | None:
+        """A run that ended well by itself: does its time add up, and did it train the baseline's model?"""
+        r = self.result
+        run_s = self.exited_at - launched if self.exited_at is not None else None
+        problem = accounting.time_problem(run_s, r.startup_s, [*r.warmup_times, *r.step_times])
+        if problem:
+            return TrialStatus.CONTRACT, problem
+        reference = self.spec.reference_checksum
+        loss = self.contract.loss
+        if self.spec.check_loss and reference and self.spec.total_steps == self.contract.workload.total_steps:
+            tolerance = loss.numerics_tolerance if self.spec.numerics_by_design else loss.tolerance
+            compared = min(loss.compare_steps, len(loss.reference), len(r.losses))
+            exact = compared > 0 and r.losses[:compared] == loss.reference[:compared]
+            problem = accounting.checksum_problem(r.param_checksum, reference, exact_losses=exact,
+                                                  rtol=accounting.checksum_tolerance(tolerance, loss.reference))
+            if problem:
+                return TrialStatus.NUMERICS, problem
+            if r.param_checksum is None:
+                return TrialStatus.CONTRACT, ("the run ended without the launcher's parameter checksum: "
+                                              "what it trained cannot be compared with the baseline")
         return None
 
     def _oom_detail(self, level: int, what: str) -> str:

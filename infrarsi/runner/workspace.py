@@ -1,8 +1,13 @@
 """An isolated copy of the user's repository for one trial, and what the candidate changed in it.
 
 The user's working tree is only ever read. Patches and knob values are written into the copy;
-the copy's changes are then measured against a snapshot taken while copying (not against the
-user's tree, which may be edited while the trial runs).
+the copy's changes are then measured against a snapshot taken right after copying (not against
+the user's tree, which may be edited while the trial runs).
+
+The copy leaves out git, InfraRSI's state, virtual environments and ``__pycache__`` folders: the
+user's bytecode may be stale, and a trial imports its sources (it runs with a fresh
+``PYTHONPYCACHEPREFIX``, see ``environment.interpreter_env``). Every comparison covers the whole copy, whatever it
+holds now: a file appearing in ``__pycache__`` is a change like any other.
 
 Symbolic links never lead a write back to the user's files: a link to a place inside the repo
 becomes a link to the same place in the copy; a link to a place outside is replaced by a read-only
@@ -18,6 +23,7 @@ import os
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract, KnobValue
@@ -75,11 +81,16 @@ class Workspace:
         self.home = self._tmp / HOME_DIR
         self._mounted = [Path(m).resolve() for m in mounted]
         self.outside_targets: list[Path] = []
-        self._snapshot: dict[str, bytes | tuple[int, int] | str] = {}
+        self.pycache = self._tmp / "pycache"
+        """The trial's ``PYTHONPYCACHEPREFIX``: fresh, outside the copy, and empty after an honest run."""
+        self._snapshot: dict[str, Entry] = {}
+        self._prepared: dict[str, Entry] = {}
         try:
             sandbox.claim_workspace(self._tmp)
             self.home.mkdir()
             self._copy()
+            self.pycache.mkdir()
+            self._snapshot = _scan(self.root)
         except BaseException:
             self.remove()
             raise
@@ -101,22 +112,13 @@ class Workspace:
                 self._copy_link(here / name, target / name)
             for name in files:
                 source, dest = here / name, target / name
-                rel = dest.relative_to(self.root).as_posix()
                 if source.is_symlink():
                     self._copy_link(source, dest)
-                    if dest.is_symlink() and not dest.is_dir():
-                        self._snapshot[rel] = os.readlink(dest)
-                    elif dest.is_file():
-                        self._snapshot[rel] = _signature(dest)
-                    continue
-                if source.stat().st_size <= SNAPSHOT_BYTES:
-                    data = source.read_bytes()
-                    dest.write_bytes(data)
+                elif source.stat().st_size <= SNAPSHOT_BYTES:
+                    dest.write_bytes(source.read_bytes())
                     shutil.copymode(source, dest)
-                    self._snapshot[rel] = data
                 else:
                     shutil.copy2(source, dest)
-                    self._snapshot[rel] = _signature(dest)
 
     def _copy_link(self, source: Path, dest: Path) -> None:
         """One symbolic link of the repo, at ``dest`` in the copy, never leading back out."""
@@ -140,9 +142,6 @@ class Workspace:
                 "contract's [sandbox] read_only to mount it read-only instead")
         if resolved.is_dir():
             shutil.copytree(resolved, dest, symlinks=False)
-            for path in dest.rglob("*"):
-                if path.is_file():
-                    self._snapshot[path.relative_to(self.root).as_posix()] = _signature(path)
         else:
             shutil.copy2(resolved, dest)
         _make_read_only(dest)
@@ -156,35 +155,33 @@ class Workspace:
         return path
 
     def changed(self) -> list[str]:
-        """Repo-relative paths created, modified or deleted in the copy since it was made."""
-        now = set(self._files())
-        out = [rel for rel in self._snapshot if rel not in now]
-        for rel in now:
-            before = self._snapshot.get(rel)
-            path = self.root / rel
-            if before is None:
-                out.append(rel)
-            elif isinstance(before, str) or path.is_symlink():
-                if not path.is_symlink() or os.readlink(path) != before:
-                    out.append(rel)
-            elif isinstance(before, bytes):
-                if path.stat().st_size != len(before) or path.read_bytes() != before:
-                    out.append(rel)
-            elif _signature(path) != before:
-                out.append(rel)
+        """Repo-relative paths created, modified or deleted anywhere in the copy since it was made."""
+        return _differences(self._snapshot, _scan(self.root))
+
+    def mark_prepared(self) -> None:
+        """Remember the copy as the candidate left it, patched and with its knobs written."""
+        self._prepared = _scan(self.root)
+
+    def run_writes(self) -> list[str]:
+        """What the run itself created, changed or removed that Python could import, or that
+        redirects a path, since :meth:`mark_prepared`: sources, bytecode, extension modules, path
+        files, symbolic links; and any bytecode under the fresh pycache prefix."""
+        now = _scan(self.root)
+        out = [rel for rel in _differences(self._prepared, now)
+               if rel.endswith(_IMPORTABLE) or "__pycache__" in rel.split("/")
+               or isinstance(now.get(rel, self._prepared.get(rel)), _Link)]
+        out += [f"{self.pycache.name}/{rel} (the pycache prefix)" for rel in sorted(_scan(self.pycache))]
         return sorted(out)
 
     def hunks(self) -> list[Hunk]:
         """Every change in the copy as unified-diff hunks (large files as one opaque hunk)."""
         out: list[Hunk] = []
-        for rel in self.changed():
-            before = self._snapshot.get(rel, b"")
-            path = self.root / rel
-            if isinstance(before, str) or path.is_symlink():
-                out.append(Hunk(path=rel, header="@@ link changed @@", text=""))
-                continue
-            after = path.read_bytes() if path.is_file() else b""
-            if isinstance(before, tuple) or len(after) > SNAPSHOT_BYTES:
+        now = _scan(self.root)
+        for rel in _differences(self._snapshot, now):
+            before, after = self._snapshot.get(rel, b""), now.get(rel, b"")
+            if isinstance(before, _Link) or isinstance(after, _Link):
+                out.append(Hunk(path=rel, header="@@ symbolic link changed @@", text=""))
+            elif isinstance(before, tuple) or isinstance(after, tuple):
                 out.append(Hunk(path=rel, header="@@ large file changed @@", text=""))
             else:
                 out.extend(_text_hunks(rel, before, after))
@@ -245,12 +242,36 @@ class Workspace:
                     path.chmod(path.stat().st_mode | stat.S_IWUSR)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _files(self):
-        for directory, dirs, files in os.walk(self.root):
-            here = Path(directory)
-            dirs[:] = [d for d in dirs if not _skipped(here, d)]
-            for name in files:
-                yield (here / name).relative_to(self.root).as_posix()
+
+@dataclass(frozen=True, slots=True)
+class _Link:
+    target: str
+
+
+Entry = bytes | tuple[int, int] | _Link
+"""A file's content (up to SNAPSHOT_BYTES), its (size, mtime) beyond, or a symbolic link's target."""
+_IMPORTABLE = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pth")
+
+
+def _scan(root: Path) -> dict[str, Entry]:
+    """Every file and link under ``root``, nothing skipped; links are not followed."""
+    out: dict[str, Entry] = {}
+    for directory, dirs, files in os.walk(root):
+        here = Path(directory)
+        for name in [*files, *(d for d in dirs if (here / d).is_symlink())]:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                out[rel] = _Link(os.readlink(path))
+            elif path.stat().st_size <= SNAPSHOT_BYTES:
+                out[rel] = path.read_bytes()
+            else:
+                out[rel] = _signature(path)
+    return out
+
+
+def _differences(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
+    return sorted(rel for rel in before.keys() | after.keys() if before.get(rel) != after.get(rel))
 
 
 def _signature(path: Path) -> tuple[int, int]:

@@ -139,7 +139,8 @@ class TimeModel:
         indicator = self.space.indicator([t.candidate for t in rows])
         resid = np.array([t.startup_s for t in rows]) - indicator @ self._prior_startup
         self._startup_base = float(np.mean(resid)) if rows else 0.0
-        self._startup = BayesianRidge().fit(indicator, resid) if len(rows) >= 3 else None
+        # A space without settings (every knob fixed, no patch validated) has nothing to learn.
+        self._startup = BayesianRidge().fit(indicator, resid) if len(rows) >= 3 and indicator.shape[1] else None
 
     # --- predictions -----------------------------------------------------------------------
 

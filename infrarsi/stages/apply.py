@@ -17,6 +17,7 @@ from infrarsi import patches as patch_library
 from infrarsi import vcs
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
+from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.runner.result import Candidate
 from infrarsi.stages.run import RunResult, load_run
 from infrarsi.verification import Verdict
@@ -98,6 +99,29 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
     return "\n".join(lines) + "\n"
 
 
+def _touched(wt: git.Repo, place: vcs.GitPlace) -> list[str]:
+    """Every path the change created, modified or removed in the checkout, untracked and ignored
+    files included (a file git would not commit is still one the change wrote)."""
+    status = wt.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching")
+    entries = status.split("\0")
+    paths, i = [], 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if not entry:
+            continue
+        if entry[0] in "RC":  # a rename or copy names its source in the next entry
+            i += 1
+        path = entry[3:]
+        if place.prefix:
+            if not path.startswith(place.prefix + "/"):
+                paths.append("../" + path)
+                continue
+            path = path.removeprefix(place.prefix + "/")
+        paths.append(path)
+    return sorted(paths)
+
+
 def _pick(run: RunResult, candidate: int | None) -> Verdict | None:
     if candidate is None:
         return run.promoted
@@ -139,14 +163,16 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
         return ApplyResult(status="refused", message=f"branch {branch} already exists; it holds this run's commit")
     try:
         with vcs.worktree(place, base) as checkout:
-            outcomes = patch_library.apply_patches(checkout, list(verdict.candidate.patches), contract, contract.memory.device)
+            # LLM diffs are where the run stored them, in the user's state folder: the checkout
+            # is a fresh worktree of the base commit, without InfraRSI's untracked state.
+            outcomes = patch_library.apply_patches(checkout, list(verdict.candidate.patches), contract,
+                                                   contract.memory.device, diff_dir=patch_dir(repo))
             failed = [o for o in outcomes if o.status == "failed"]
             if failed:
                 return ApplyResult(status="error", message=f"patch {failed[0].name} no longer applies: {failed[0].reason}")
             flags = _write_settings(checkout, contract, _changed_settings(contract, verdict.candidate))
             wt = git.Repo(checkout, search_parent_directories=True)
-            changed = [p.removeprefix(place.prefix + "/") if place.prefix else p
-                       for p in wt.git.diff("--name-only").splitlines()]
+            changed = _touched(wt, place)
             outside = [p for p in changed if not contract.scope.allows(p)]
             if outside:
                 return ApplyResult(status="refused", message=f"the change touches files outside the editable scope: {', '.join(outside)}")

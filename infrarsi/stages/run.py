@@ -157,6 +157,9 @@ class _Session:
         # Trials numbered from here on belong to this session's round of the (shared) study.
         self.first_number = len(store.frozen())
         self.verified_here = False
+        self.reference_checksum: list[float] | None = None
+        """The baseline's parameters after the contract's steps, from doctor: every trial that
+        compares its losses compares them too."""
 
     def budget_left(self) -> bool:
         return not self.budget_spent()
@@ -201,6 +204,7 @@ class _Session:
             timeout_s=self.timeout_s,
             numerics_by_design=_numerics_by_design(candidate),
             sandbox=self.sandbox,
+            reference_checksum=self.reference_checksum,
         )
         began = time.monotonic()
         try:
@@ -224,6 +228,16 @@ def _numerics_by_design(candidate: Candidate) -> bool:
     """bf16 or a patch declared to change numerics: judged against the looser, declared tolerance."""
     by_patch = any(getattr(patch_library.REGISTRY.get(p), "numerics_by_design", False) for p in candidate.patches)
     return by_patch or any(str(v) in ("bfloat16", "float16", "bf16", "fp16") for v in candidate.knobs.values())
+
+
+def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
+    """Compilation's start-up is a declared one-off cost of any size (None); other candidates
+    declare none, so their start-up must stay within the baseline's noise."""
+    device = contract.memory.device
+    compiles = any(contract.knob(k).role == "compile" and bool(v) for k, v in candidate.knobs.items()) or any(
+        getattr(patch_library.REGISTRY.get(p), "prior", {}).get(device, None) is not None
+        and patch_library.REGISTRY[p].prior[device].startup_s > 0 for p in candidate.patches)
+    return None if compiles else 0.0
 
 
 def _row(number: int, kind: str, result: TrialResult, planned_steps: int, reason: str = "") -> TrialRow:
@@ -343,6 +357,7 @@ def run(
                        sandbox=mode_words(sandbox))
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = _Session(repo, contract, store, deadline, trials, on_event, sandbox)
+    session.reference_checksum = doctor.param_checksum
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
     try:
@@ -516,7 +531,8 @@ def _verify(session: _Session, context, result: RunResult) -> None:
     result.verdicts, _ = interleave(
         top, context.baseline(), lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
         rounds=VERIFY_ROUNDS, planned_steps=contract.workload.planned_steps, floor=result.promotion_floor,
-        compare_steps=contract.loss.compare_steps)
+        compare_steps=contract.loss.compare_steps,
+        declared_startup=lambda cand: _declared_startup(contract, cand))
     result.promoted = best_promoted(result.verdicts)
     if result.promoted:
         lo = result.promoted.job_speedup[1]

@@ -181,3 +181,51 @@ def test_well_formed_diff_parses():
 
 def test_registry_order_and_names():
     assert list(REGISTRY)[:2] == ["sdpa_attention", "moe_batched_dispatch"]
+
+
+_EDIT = '"--weight_decay", type=float, default=0.1', '"--weight_decay", type=float, default=0.05'
+_SMUGGLED = {
+    "binary patch": "diff --git a/__pycache__/data.cpython-311.pyc b/__pycache__/data.cpython-311.pyc\n"
+                    "new file mode 100644\nindex 0000000..1111111\nGIT binary patch\nliteral 4\nLcmZ?wbYNfr0000\n\n"
+                    "literal 0\nHcmV?d00001\n\n",
+    "symbolic link": "diff --git a/cache b/cache\nnew file mode 120000\n--- /dev/null\n+++ b/cache\n@@ -0,0 +1 @@\n"
+                     "+/tmp/cache\n\\ No newline at end of file\n",
+    "new file": "diff --git a/helper.py b/helper.py\nnew file mode 100644\n--- /dev/null\n+++ b/helper.py\n"
+                "@@ -0,0 +1 @@\n+x = 1\n",
+    "file deletion": "diff --git a/data.py b/data.py\ndeleted file mode 100644\n",
+    "rename": "diff --git a/data.py b/data2.py\nsimilarity index 100%\nrename from data.py\nrename to data2.py\n",
+    "copy": "diff --git a/data.py b/data2.py\nsimilarity index 100%\ncopy from data.py\ncopy to data2.py\n",
+    "mode change": "diff --git a/train.py b/train.py\nold mode 100644\nnew mode 100755\n",
+}
+
+
+@pytest.mark.parametrize("kind", _SMUGGLED, ids=list(_SMUGGLED))
+def test_llm_diff_with_a_smuggled_extended_header_is_refused_by_name(repo, kind):
+    """A legitimate hunk plus one of git's extended headers: git apply would act on the header
+    (the parser once read it as commentary); now the diff is refused, naming what it carries."""
+    edit = _diff(repo, "train.py", *_EDIT)
+    _store(repo, "smuggle", _SMUGGLED[kind] + edit)
+    listing = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*"))
+    outcome = apply_patches(repo, ["llm:smuggle"], _contract(repo), "cpu")[0]
+    assert outcome.status == "failed" and outcome.reason.startswith(f"contract: {kind}: the diff carries"), outcome.reason
+    assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*")) == listing
+    assert "default=0.1" in (repo / "train.py").read_text()
+
+
+def test_only_the_parsed_hunks_reach_git_apply(repo):
+    """Commentary around the diff is read past, and never reaches git: the hunks are re-serialized."""
+    edit = _diff(repo, "train.py", *_EDIT)
+    _store(repo, "prose", "Here is the patch.\n" + edit + "\nThat is all; it keeps the numerics.\n")
+    outcome = apply_patches(repo, ["llm:prose"], _contract(repo), "cpu")[0]
+    assert outcome.status == "applied", outcome.reason
+    assert list(outcome.changed) == ["train.py"]
+
+
+def test_llm_diff_stored_under_an_id_it_no_longer_hashes_to_is_refused(repo):
+    from infrarsi.patches.diff_patch import diff_id
+
+    text = _diff(repo, "train.py", *_EDIT)
+    ident = diff_id(text)
+    _store(repo, ident, text.replace("0.05", "0.07"))
+    outcome = apply_patches(repo, [f"llm:{ident}"], _contract(repo), "cpu")[0]
+    assert outcome.status == "failed" and "changed after it was proposed" in outcome.reason

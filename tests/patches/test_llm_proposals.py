@@ -72,8 +72,10 @@ def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
     contract = load_contract(repo)
     before = (repo / "model.py").read_text()
     server.script(reply(entry("good_mlp_rewrite")))
-    result = propose_patches(repo, contract, {"findings": ["forward 41% of the step"], "runs": [1] * 9},
-                             "faster on this CPU", config(server))
+    doctor = {"findings": ["forward 41% of the step"], "runs": [1] * 9,
+              "losses": {"reference": [6.93817, 6.81244], "tolerance": 2.5e-6},
+              "reorder": {"knobs": {"micro_batch_size": 2}, "max_deviation": 1.7e-7}}
+    result = propose_patches(repo, contract, doctor, "faster on this CPU", config(server))
 
     assert result.status == "ok" and result.rejected == [], result
     (patch,) = result.patches
@@ -89,6 +91,8 @@ def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
     assert "faster on this CPU" in text and "forward 41% of the step" in text and "class MLP" in text
     assert "Locked files (never touch): data.py" in text and "2048 tokens per optimizer step" in text
     assert '"runs"' not in text  # the per-run step times stay out of the prompt
+    # the reference losses the loss check compares with never reach the model
+    assert "6.93817" not in text and "6.81244" not in text and '"losses"' not in text and "1.7e-07" not in text
 
     # the stored name is what a trial's work tree applies
     work = Path(shutil.copytree(repo, tmp_path / "work", ignore=shutil.ignore_patterns(".infrarsi")))

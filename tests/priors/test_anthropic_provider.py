@@ -130,3 +130,14 @@ def test_without_a_key_nothing_is_sent(server, make_context):
     assert (result.status, result.reason, server.requests) == (PriorStatus.ERROR, "not_configured", [])
     assert default_provider(LLMConfig()).priors(make_context("cpu")).provider == "builtin"
     assert isinstance(default_provider(LLMConfig(api_key="k")), AnthropicPriors)
+
+
+def test_the_prompt_shows_the_doctor_profile_but_never_the_reference_losses(server, make_context):
+    doctor = {"findings": ["forward 41% of the step"], "phases": {"step_s": 0.0871},
+              "losses": {"reference": [6.93817, 6.81244], "tolerance": 2.5e-6}, "param_checksum": [12.125, 840.5],
+              "runs": [{"step_times": [0.0871, 0.0873]}]}
+    server.script(tool_use_reply(TOOL_NAME, {"priors": [entry("threads=1")]}))
+    provider(server).priors(make_context("cpu", doctor=doctor))
+    prompt = server.requests[0].body["messages"][0]["content"]
+    assert "forward 41% of the step" in prompt and "0.0871" in prompt
+    assert "6.93817" not in prompt and "6.81244" not in prompt and "840.5" not in prompt and "0.0873" not in prompt

@@ -75,3 +75,16 @@ def test_the_memory_error_line_is_the_last_that_says_so():
     text = "Traceback\ntorch.OutOfMemoryError: CUDA out of memory. Tried 1\nsummary\nexitcode: 1"
     assert checks.memory_error_line(text) == "torch.OutOfMemoryError: CUDA out of memory. Tried 1"
     assert checks.memory_error_line("RuntimeError: shape mismatch") is None
+
+
+def test_a_step_must_say_its_size_once_the_contract_fixes_it(tmp_path):
+    (tmp_path / "helpers.py").write_text("SCALE = 1.0\n")
+    workload = make_contract(tmp_path).workload
+    sized = [Step(index=i, dt=0.02, loss=1.0, tokens=32, samples=4) for i in range(3)]
+    samples_only = [Step(index=i, dt=0.02, loss=1.0, tokens=None, samples=4) for i in range(3)]
+    unsized = sized[:2] + [Step(index=2, dt=0.001, loss=1.0, tokens=None, samples=None)]
+    assert checks.unsized_steps_problem(sized, workload) is None
+    assert checks.unsized_steps_problem(samples_only, workload) is None
+    assert "step 2 first" in checks.unsized_steps_problem(unsized, workload)
+    workload.tokens_per_step = 0  # unknown until doctor measures it: nothing to hold the steps to
+    assert checks.unsized_steps_problem(unsized, workload) is None

@@ -3,9 +3,11 @@
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
+from infrarsi.contract import Knob
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 
@@ -139,10 +141,12 @@ def test_clearly_slower_runs_are_aborted_early(make_repo):
 
 def test_timeout_kills_the_whole_tree(make_repo):
     repo, contract = make_repo("hangs.py")
-    result, _ = trial(repo, contract, timeout_s=2.0)
+    # Long enough for the job to import torch and report its step on a loaded machine
+    # (trials compile every module from source: no bytecode is read, see runner/environment.py).
+    result, _ = trial(repo, contract, timeout_s=40.0)
     assert result.status is TrialStatus.TIMEOUT
-    assert "still running after 2 s (1 of 6 steps reported)" in result.detail
-    assert 2.0 <= result.wall_s < 10
+    assert "still running after 40 s (1 of 6 steps reported)" in result.detail
+    assert 40.0 <= result.wall_s < 60
     log = open(result.log_path).read()
     assert "helper pid" in log
     assert not trial_processes(log), "the helper in its own session survived"
@@ -170,3 +174,32 @@ def test_a_reused_log_dir_holds_only_the_latest_run(make_repo, tmp_path):
     second, _ = trial(repo, contract, {"step_s": 0.01}, log_dir=log_dir)
     assert first.ok and second.ok
     assert len(second.losses) == len(first.losses) == contract.workload.total_steps
+
+
+@pytest.mark.parametrize("how,written", [
+    ("locked", "during the run: locked file helpers.py is changed"),
+    ("pyc", "the run wrote __pycache__/late."),
+    ("module", "the run wrote extra.py"),
+    ("symlink", "the run wrote cache"),
+])
+def test_a_run_that_changes_its_own_sources_breaks_the_contract(make_repo, how, written):
+    repo, contract = make_repo("tampers.py")
+    (repo / "late.py").write_text('VALUE = "source"\n')
+    contract.knobs.append(Knob(name="how", role="unknown", type="str", default="nothing", flag="--how"))
+    result, _ = trial(repo, contract, knobs={"how": how})
+    assert result.status is TrialStatus.CONTRACT and result.detail.startswith(written), result.detail
+    log = Path(result.log_path).read_text()
+    # Bytecode is neither read from next to the sources nor written: the planted .pyc lost.
+    assert 'late.VALUE = source;' in log and "writes bytecode: False" in log and "pycache prefix /" in log, log
+
+
+def test_an_honest_run_leaves_no_bytecode_and_stays_ok(make_repo):
+    repo, contract = make_repo("tampers.py")
+    (repo / "late.py").write_text('VALUE = "source"\n')
+    (repo / "__pycache__").mkdir()
+    # the user's stale bytecode for late.py is not even copied into the trial
+    (repo / "__pycache__" / "late.cpython-311.pyc").write_bytes(b"stale")
+    contract.knobs.append(Knob(name="how", role="unknown", type="str", default="nothing", flag="--how"))
+    result, _ = trial(repo, contract)
+    assert result.ok, result.detail
+    assert "late.VALUE = source;" in Path(result.log_path).read_text()

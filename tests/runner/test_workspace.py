@@ -123,3 +123,25 @@ def test_a_declared_read_only_target_stays_a_link(tmp_path):
         assert ws.changed() == []
     finally:
         ws.remove()
+
+
+def test_every_folder_of_the_copy_is_compared_skipped_ones_included(tmp_path):
+    """The copy leaves __pycache__ out, but a file that appears there later is a change: the
+    comparison covers the whole copy (a .pyc planted next to a locked module once went unseen)."""
+    repo = tmp_path / "repo"
+    make_tree(repo)
+    ws = Workspace(repo)
+    try:
+        (ws.root / "pkg" / "__pycache__").mkdir()
+        (ws.root / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\x00planted")
+        (ws.root / "link").symlink_to("/tmp")
+        assert ws.changed() == ["link", "pkg/__pycache__/model.cpython-311.pyc"]
+        assert {h.path: h.header for h in ws.hunks()}["link"] == "@@ symbolic link changed @@"
+        ws.mark_prepared()
+        assert ws.run_writes() == []
+        (ws.root / "notes.txt").write_text("a log the job writes: not importable, not a link")
+        (ws.root / "pkg" / "late.py").write_text("x = 2\n")
+        (ws.pycache / "x.pyc").write_bytes(b"")
+        assert ws.run_writes() == ["pkg/late.py", "pycache/x.pyc (the pycache prefix)"]
+    finally:
+        ws.remove()

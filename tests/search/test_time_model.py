@@ -174,3 +174,17 @@ def test_a_knob_contradicted_above_its_default_keeps_its_priors_below_it(dense_s
     assert in_use["micro_batch_size=2"] == pytest.approx((0.035, 0.1))
     pred = model.predict([dense_space.with_value(base, "micro_batch_size", mb) for mb in (1, 16)])
     assert pred.log_step_sd[0] < 0.3 < pred.log_step_sd[1]
+
+
+def test_a_space_without_settings_still_fits():
+    """Every knob fixed and no patch validated: the history holds the baseline and failed
+    proposals, and the model must still answer (it once raised in the start-up fit)."""
+    from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+    from infrarsi.search.space import SearchSpace
+    from infrarsi.search.synthetic import contract_with, dense_knobs
+
+    fixed = [k for k in dense_knobs() if not k.tunable]
+    space = SearchSpace.from_contract(contract_with(fixed), [])
+    history = [TrialResult(status=TrialStatus.OK, candidate=Candidate(), step_times=[0.05] * 4, startup_s=3.0 + i)
+               for i in range(3)]
+    TimeModel(space).fit(history)

@@ -194,3 +194,61 @@ def test_a_tampered_run_id_is_refused_before_anything_is_built(ran, run_id):
     assert result.status == "refused" and "run_id" in result.message, result.message
     assert tree_digest(ran) == before_tree and git_state(ran) == before_git
     _no_worktrees_left(ran)
+
+
+def _promote_llm_diff(repo: Path, text: str) -> str:
+    """Store ``text`` where the run stores LLM diffs and make it the promoted candidate's patch."""
+    from infrarsi.patches.llm_proposals import diff_id, patch_dir
+
+    ident = diff_id(text)
+    patch_dir(repo).mkdir(parents=True, exist_ok=True)
+    (patch_dir(repo) / f"{ident}.diff").write_text(text)
+    run = load_run(repo)
+    run.promoted.candidate = type(run.promoted.candidate)(knobs=dict(BEST), patches=(f"llm:{ident}",))
+    save_run(run, repo)
+    return f"llm:{ident}"
+
+
+_STEP_LINE = '    parser.add_argument("--seed", type=int, default=1337, help="random seed")\n'
+_LLM_EDIT = ("--- a/train.py\n+++ b/train.py\n@@ -25,3 +25,4 @@ def main() -> None:\n"
+             '     parser.add_argument("--seed", type=int, default=1337, help="random seed")\n'
+             "     args = parser.parse_args()\n+    # reviewed by a model: nothing to change here\n \n")
+
+
+def test_a_promoted_llm_diff_is_found_where_the_run_stored_it_and_committed(ran):
+    """The run stores LLM diffs in the user's .infrarsi/patches (untracked); the temporary
+    worktree apply builds its commit in has none of it."""
+    assert _STEP_LINE in (ran / "train.py").read_text()
+    name = _promote_llm_diff(ran, _LLM_EDIT)
+    before_tree = tree_digest(ran)
+    result = apply(ran)
+    assert result.status == "committed", result.message
+    assert result.paths == ["train.py"] and f"Patches: {name}" in result.commit_message
+    committed = git.Repo(ran).commit(result.branch).tree["train.py"].data_stream.read().decode()
+    assert "# reviewed by a model: nothing to change here" in committed
+    assert tree_digest(ran) == before_tree
+    _no_worktrees_left(ran)
+
+
+@pytest.mark.parametrize("extra,reason", [
+    ("diff --git a/__pycache__/data.cpython-311.pyc b/__pycache__/data.cpython-311.pyc\n"
+     "new file mode 100644\nindex 0000000..1111111\nGIT binary patch\nliteral 4\nLcmZ?wbYNfr0000\n\nliteral 0\n"
+     "HcmV?d00001\n\n", "binary patch"),
+    ("diff --git a/data.py b/data2.py\nsimilarity index 100%\nrename from data.py\nrename to data2.py\n", "rename"),
+    ("diff --git a/train.py b/train.py\nold mode 100644\nnew mode 100755\n", "mode change"),
+], ids=["binary", "rename", "mode"])
+def test_apply_refuses_an_llm_diff_with_extended_headers(ran, extra, reason):
+    _promote_llm_diff(ran, extra + _LLM_EDIT)
+    before_tree, before_git = tree_digest(ran), git_state(ran)
+    result = apply(ran)
+    assert result.status == "error" and f"contract: {reason}" in result.message, result.message
+    assert tree_digest(ran) == before_tree and git_state(ran) == before_git
+    _no_worktrees_left(ran)
+
+
+def test_apply_refuses_an_llm_diff_edited_after_the_run(ran):
+    name = _promote_llm_diff(ran, _LLM_EDIT)
+    stored = ran / ".infrarsi" / "patches" / f"{name[4:]}.diff"
+    stored.write_text(_LLM_EDIT.replace("nothing to change here", "import subprocess"))
+    result = apply(ran)
+    assert result.status == "error" and "changed after it was proposed" in result.message, result.message

@@ -1,0 +1,96 @@
+"""Does a candidate's time add up, and did it train what the baseline trained?
+
+A candidate that cannot fake its step times (InfraRSI's clock measures them) can still try to
+move the work somewhere the clock does not count as steps: into start-up (train the measured
+steps before the first one, then step through cached results), or after the last step. And one
+that prints the right losses may train something else. Each check returns None when it holds, or
+a sentence for ``TrialResult.detail`` / ``Verdict.reason``.
+
+- :func:`time_problem`: the run's wall time, launch to exit on InfraRSI's clock, must be start-up
+  plus the steps plus a short exit; a long tail is work the steps do not account for.
+- :func:`startup_problem`: a candidate's start-up, compared with the baseline's in the same
+  interleaved rounds, may not grow past the noise unless the candidate declares a one-off cost
+  (compilation): the measured steps' work done before the first step would otherwise look free.
+- :func:`checksum_problem`: the parameters after the measured steps (same seed, same steps) must
+  match the baseline's: exactly when the losses match exactly (a bitwise-equivalent change), within
+  :func:`checksum_tolerance` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+EXIT_SLACK_S = 2.0
+"""Time allowed from the last step to the process's exit (the exit record, the interpreter's
+teardown) before the tail counts as unaccounted work."""
+EXIT_SLACK_FRACTION = 0.25
+STARTUP_SLACK_S = 1.0
+"""Start-up noise allowed in seconds, whatever the baseline's spread."""
+STARTUP_SLACK_FRACTION = 0.25
+EXACT_RTOL = 1e-6
+"""Relative tolerance when the losses match exactly: float64 sums of the same float32 values in
+another order, nothing more."""
+MIN_RTOL = 1e-6
+
+
+def time_problem(run_s: float | None, startup_s: float | None, step_s: list[float]) -> str | None:
+    """Whether launch-to-exit is start-up + every step (warm-up included) + a short exit."""
+    if run_s is None or startup_s is None or not step_s:
+        return None
+    accounted = startup_s + sum(step_s)
+    tail = run_s - accounted
+    if accounted > run_s * 1.01 + 0.05:
+        return (f"the steps and start-up add up to {accounted:.2f} s, more than the {run_s:.2f} s the run lasted: "
+                "its step times are not InfraRSI's")
+    allowed = max(EXIT_SLACK_S, EXIT_SLACK_FRACTION * run_s)
+    if tail > allowed:
+        return (f"the run lasted {run_s:.2f} s but start-up ({startup_s:.2f} s) and {len(step_s)} steps "
+                f"({sum(step_s):.2f} s) account for {accounted:.2f} s: {tail:.2f} s after the last step is "
+                f"unaccounted work (allowed {allowed:.2f} s)")
+    return None
+
+
+def startup_problem(base: list[float], cand: list[float], *, declared_s: float | None = 0.0) -> str | None:
+    """Whether the candidate's median start-up exceeds the baseline's by more than the baseline's
+    own spread, the slack, and ``declared_s`` (a one-off cost the candidate declares; None: any)."""
+    base = [s for s in base if s is not None]
+    cand = [s for s in cand if s is not None]
+    if declared_s is None or not base or not cand:
+        return None
+    b, c = statistics.median(base), statistics.median(cand)
+    allowed = declared_s + max(STARTUP_SLACK_S, STARTUP_SLACK_FRACTION * b, 2 * (max(base) - min(base)))
+    if c - b > allowed:
+        return (f"start-up {c:.2f} s against the baseline's {b:.2f} s in the same rounds: {c - b:.2f} s more "
+                f"(allowed {allowed:.2f} s); work done before the first step is not measured as steps")
+    return None
+
+
+def checksum_tolerance(tolerance: float, reference: list[float]) -> float:
+    """The relative tolerance on the parameters, from the loss tolerance: the loss check allows
+    ``tolerance`` on losses of size ``mean |reference|``, a relative change of the loss; the
+    parameters are allowed the same relative change (never below MIN_RTOL)."""
+    scale = statistics.fmean(abs(x) for x in reference) if reference else 0.0
+    return max(tolerance / scale, MIN_RTOL) if scale > 0 else MIN_RTOL
+
+
+def checksum_problem(cand: list[float] | None, base: list[float] | None, *, rtol: float,
+                     exact_losses: bool) -> str | None:
+    """Whether the candidate's ``[sum, sum of squares]`` over the parameters matches the baseline's.
+
+    The sum of squares (the squared norm) is compared relatively; the sum, which can be near zero,
+    against the norm. With ``exact_losses`` (every compared loss equal to the reference) only
+    float64 summation noise is allowed."""
+    if not cand or not base:
+        return None
+    if any(not math.isfinite(x) for x in cand):
+        return f"the parameters after the last step are not finite (checksum {cand})"
+    tol = EXACT_RTOL if exact_losses else rtol
+    (c_sum, c_sq), (b_sum, b_sq) = cand[:2], base[:2]
+    norm = math.sqrt(max(b_sq, 0.0))
+    if abs(c_sq - b_sq) > 2 * tol * abs(b_sq) or abs(c_sum - b_sum) > tol * (abs(b_sum) + norm):
+        how = "the losses match the reference exactly but" if exact_losses else "beyond the tolerance"
+        return (f"the parameters after the last step differ from the baseline's ({how}: sum {c_sum:.9g} vs "
+                f"{b_sum:.9g}, sum of squares {c_sq:.9g} vs {b_sq:.9g}, relative tolerance {tol:.2g}): "
+                "it did not train what the baseline trained")
+    return None
