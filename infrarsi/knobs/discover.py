@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from infrarsi.contract import KnobValue
 from infrarsi.knobs.entry import EntryPoint
-from infrarsi.knobs.source import dotted, is_knob_value, literal, local_imports, parse, type_name, walk
+from infrarsi.knobs.source import ParsedFile, dotted, is_knob_value, local_imports, parse, type_name, walk
 
 _TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
 
@@ -54,21 +53,6 @@ class Discovery:
     warnings: list[str] = field(default_factory=list)
 
 
-class _Reader:
-    """One parsed file with positions, for ``file:line`` sources."""
-
-    def __init__(self, rel: str, wrapper: MetadataWrapper):
-        self.rel = rel
-        self.module = wrapper.module
-        self.positions = wrapper.resolve(PositionProvider)
-
-    def where(self, node: cst.CSTNode) -> str:
-        return f"{self.rel}:{self.positions[node].start.line}"
-
-    def literal(self, node: cst.BaseExpression) -> tuple[bool, object]:
-        return literal(self.module, node)
-
-
 def _string(node: cst.BaseExpression | None) -> str | None:
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
         value = node.evaluated_value
@@ -95,7 +79,7 @@ def _is_add_argument(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"
 
 
-def _read_add_argument(r: _Reader, call: cst.Call) -> RawKnob:
+def _read_add_argument(r: ParsedFile, call: cst.Call) -> RawKnob:
     dest, flag = argparse_dest(call)
     kw = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     where = r.where(call)
@@ -152,7 +136,7 @@ def _read_add_argument(r: _Reader, call: cst.Call) -> RawKnob:
     return RawKnob(dest, kind, default, choices=choices, help=help_text, flag=flag, source=where)
 
 
-def _set_defaults(r: _Reader) -> dict[str, tuple[bool, object, str]]:
+def _set_defaults(r: ParsedFile) -> dict[str, tuple[bool, object, str]]:
     out = {}
     for node in walk(r.module):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_defaults":
@@ -163,7 +147,7 @@ def _set_defaults(r: _Reader) -> dict[str, tuple[bool, object, str]]:
     return out
 
 
-def read_argparse(readers: list[_Reader]) -> list[RawKnob]:
+def read_argparse(readers: list[ParsedFile]) -> list[RawKnob]:
     knobs: list[RawKnob] = []
     overrides: dict[str, tuple[bool, object, str]] = {}
     for r in readers:
@@ -206,7 +190,7 @@ def _trailing_comment(stmt: cst.SimpleStatementLine) -> str:
 _CONTAINERS = (cst.List, cst.ListComp, cst.Dict, cst.DictComp, cst.Set, cst.SetComp, cst.Tuple, cst.GeneratorExp, cst.Lambda)
 
 
-def read_globals(r: _Reader, upto: int) -> list[RawKnob]:
+def read_globals(r: ParsedFile, upto: int) -> list[RawKnob]:
     """Module globals assigned a literal before the configurator runs, as nanoGPT's configurator sees them."""
     out: dict[str, RawKnob] = {}
     for stmt in r.module.body[:upto]:
@@ -247,7 +231,7 @@ def is_dataclass_def(cls: cst.ClassDef) -> bool:
     return False
 
 
-def _config_classes(entry: _Reader, readers: list[_Reader], imported: dict[str, set[str]]) -> list[tuple[_Reader, cst.ClassDef]]:
+def _config_classes(entry: ParsedFile, readers: list[ParsedFile], imported: dict[str, set[str]]) -> list[tuple[ParsedFile, cst.ClassDef]]:
     """Dataclasses the entry point takes its settings from: instantiated without arguments or handed to a parser
     (a class built with keyword arguments gets its values from elsewhere)."""
     uses: dict[str, bool] = {}
@@ -282,7 +266,7 @@ def dataclass_cli(module: cst.Module) -> str:
     return ""
 
 
-def read_dataclasses(classes: list[tuple[_Reader, cst.ClassDef]], cli: str) -> list[RawKnob]:
+def read_dataclasses(classes: list[tuple[ParsedFile, cst.ClassDef]], cli: str) -> list[RawKnob]:
     out: dict[str, RawKnob] = {}
     for r, cls in classes:
         for stmt in cls.body.body:
@@ -325,9 +309,9 @@ def read_dataclasses(classes: list[tuple[_Reader, cst.ClassDef]], cli: str) -> l
 # ---------------------------------------------------------------- all together
 
 
-def _reachable(repo: Path, entry: EntryPoint) -> tuple[list[_Reader], dict[str, set[str]]]:
+def _reachable(repo: Path, entry: EntryPoint) -> tuple[list[ParsedFile], dict[str, set[str]]]:
     """The entry point and every repo module it imports, transitively, with the names taken from each."""
-    readers = [_Reader(entry.path, entry.wrapper)]
+    readers = [ParsedFile(entry.path, entry.wrapper)]
     imported: dict[str, set[str]] = {}
     seen = {entry.path}
     i = 0
@@ -337,7 +321,7 @@ def _reachable(repo: Path, entry: EntryPoint) -> tuple[list[_Reader], dict[str, 
             imported.setdefault(imp.path, set()).update(imp.names)
             if imp.path not in seen:
                 seen.add(imp.path)
-                readers.append(_Reader(imp.path, parse(repo, imp.path)))
+                readers.append(ParsedFile(imp.path, parse(repo, imp.path)))
         i += 1
     return readers, imported
 

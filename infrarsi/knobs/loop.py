@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
 
-from infrarsi.knobs.source import dotted, walk
+from infrarsi.knobs.source import ParsedFile, dotted, walk
 
 KINDS = ("module_loop", "function_from_module", "main_guard", "trainer", "none")
 
@@ -39,16 +39,6 @@ def is_main_guard(stmt: cst.CSTNode) -> bool:
     names = {dotted(s) for s in sides}
     strings = {s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)}
     return "__name__" in names and "__main__" in strings
-
-
-class _File:
-    def __init__(self, rel: str, wrapper: MetadataWrapper):
-        self.rel = rel
-        self.module = wrapper.module
-        self.positions = wrapper.resolve(PositionProvider)
-
-    def where(self, node: cst.CSTNode) -> str:
-        return f"{self.rel}:{self.positions[node].start.line}"
 
 
 def _own_nodes(node: cst.CSTNode):
@@ -82,16 +72,16 @@ def _library(module: cst.Module) -> str:
 class _Graph:
     """Module-level functions of the files, and which call backward, a trainer, or each other."""
 
-    def __init__(self, files: list[_File]):
+    def __init__(self, files: list[ParsedFile]):
         self.files = files
-        self.functions: dict[str, tuple[_File, cst.FunctionDef]] = {}
+        self.functions: dict[str, tuple[ParsedFile, cst.FunctionDef]] = {}
         for f in files:
             for stmt in f.module.body:
                 if isinstance(stmt, cst.FunctionDef) and stmt.name.value not in self.functions:
                     self.functions[stmt.name.value] = (f, stmt)
         self.trainers = {f.rel: _trainer_names(f.module) for f in files}
 
-    def direct(self, f: _File, nodes: list[cst.CSTNode]) -> tuple[str, str, str] | None:
+    def direct(self, f: ParsedFile, nodes: list[cst.CSTNode]) -> tuple[str, str, str] | None:
         """(kind, call text, file:line) of a backward or trainer call among ``nodes``' own code."""
         for top in nodes:
             for node in _own_nodes(top):
@@ -154,7 +144,7 @@ def origin_text(origin: str) -> str:
 
 def find_loop(entry: tuple[str, MetadataWrapper], imported: list[tuple[str, MetadataWrapper]] = ()) -> Loop:
     """The loop the entry script reaches when it is run, and how."""
-    files = [_File(*entry), *(_File(*i) for i in imported)]
+    files = [ParsedFile(*entry), *(ParsedFile(*i) for i in imported)]
     graph = _Graph(files)
     main = files[0]
     body = list(main.module.body)

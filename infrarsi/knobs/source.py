@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from infrarsi.contract import KnobValue
 
@@ -129,3 +129,18 @@ def walk(node: cst.CSTNode):
     yield node
     for child in node.children:
         yield from walk(child)
+
+
+class ParsedFile:
+    """One parsed file with positions, for ``file:line`` sources."""
+
+    def __init__(self, rel: str, wrapper: MetadataWrapper):
+        self.rel = rel
+        self.module = wrapper.module
+        self.positions = wrapper.resolve(PositionProvider)
+
+    def where(self, node: cst.CSTNode) -> str:
+        return f"{self.rel}:{self.positions[node].start.line}"
+
+    def literal(self, node: cst.BaseExpression) -> tuple[bool, object]:
+        return literal(self.module, node)
