@@ -43,7 +43,6 @@ from pathlib import Path
 import torch
 
 from infrarsi.contract import Contract, ContractError, load_contract
-from infrarsi.flops import mfu
 from infrarsi.hardware import HardwareFingerprint
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.report.model import candidate_peak
@@ -309,10 +308,11 @@ def side_mfu(records: FixtureRecords, step_s: float | None, candidate: dict) -> 
     holds it to (its own precision's datasheet peak on a GPU), and that peak's precision."""
     doctor = DoctorReport.from_dict(records.doctor)
     eff = doctor.efficiency
-    if not step_s or not eff.flops_per_token or eff.peak is None or records.contract is None:
+    if not step_s or not eff.flops_per_step or eff.peak is None or records.contract is None:
         return None, ""
     peak = candidate_peak(Candidate.from_dict(candidate), records.contract, doctor)
-    return mfu(eff.tokens_per_step / step_s, eff.flops_per_token, peak.value * eff.devices), peak.dtype
+    # The FLOPs doctor's MFU uses (FlopCounterMode's count, else 6N+12LHQT): the same workload per step.
+    return eff.flops_per_step / step_s / (peak.value * eff.devices), peak.dtype
 
 
 def build_table(check_info: dict, records: list[FixtureRecords], steps: list[dict]) -> str:

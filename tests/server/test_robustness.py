@@ -89,7 +89,9 @@ async def test_a_slow_document_is_stopped_at_its_limit_and_blocks_no_other(clien
     await _train_still_answered(client, repo)
     assert uri not in client.diagnostics, "train.py was answered while model.py was still being analysed"
     diagnostic = await _too_deep(client, uri)
-    assert "stopped after 3 s" in diagnostic.message
+    # A fast machine reaches libcst's recursion limit before the 3 s limit, a slow one the time limit
+    # (tests/server/test_isolation.py kills a real overrun): either way it is stopped, one line.
+    assert "stopped after 3 s" in diagnostic.message or "RecursionError" in diagnostic.message
     assert time.monotonic() - started < 60
 
 
