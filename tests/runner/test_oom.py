@@ -81,6 +81,7 @@ def cuda_error_repo(make_repo, launcher: str):
     if launcher == "torchrun":
         contract.workload.launcher = "torchrun"
         contract.workload.command = ["torchrun", "--nproc_per_node=2", "train.py"]
+        contract.workload.tokens_per_step *= 2  # tokens per step count every rank's
     return repo, contract
 
 
