@@ -125,6 +125,10 @@ def classify(knob: RawKnob, names: list[str]) -> Rule:
     return Rule("unknown", "")
 
 
+_SWITCHES = ("compile", "activation_checkpointing", "attention_impl", "matmul_precision", "fsdp", "dtype",
+             "ddp_static_graph", "ddp_grad_as_bucket_view", "dataloader_pin_memory", "dataloader_persistent")
+"""Roles whose knob, when an int, switches a feature on and off."""
+
 # Values tried for roles whose domain does not depend on the script (the default is always added).
 _WORKERS = (0, 2, 4)
 _OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
@@ -149,11 +153,12 @@ def power_of_two_divisors(n: int) -> list[int]:
 
 
 def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int,
-           auto_threads: int | None = None) -> tuple[list[KnobValue], str]:
+           auto_threads: int | None = None, constants: tuple = ()) -> tuple[list[KnobValue], str]:
     """(values the search may try, why it is fixed when it is): a domain of one value means fixed.
 
     ``auto_threads``: how many threads a non-positive thread count (the library's default) means,
-    when that is known (torch's physical cores for a single process)."""
+    when that is known (torch's physical cores for a single process). ``constants``: what the code
+    compares a switch with (``if zero_stage == 1``), so an int switch can try them."""
     default = knob.default
     assert default is not None
     if role in ("workload", "unknown", "steps"):
@@ -180,8 +185,17 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
     if role == "optimizer_impl" and knob.type == "str" and default in _OPTIMIZER_IMPLS:
         # Without declared choices, only a default in this common spelling says how the others are spelled.
         return list(_OPTIMIZER_IMPLS), ""
-    if role == "dataloader_workers" and knob.type == "int":
+    if role in ("dataloader_workers", "preprocessing_workers") and knob.type == "int":
         return _with_default(list(_WORKERS), default), ""
+    if role == "dataloader_prefetch" and knob.type == "int":
+        return _with_default([2, 4, 8], default), ""
+    if role in ("eval_batch", "logging") and knob.type == "int" and isinstance(default, int) and default > 0:
+        factors = (0.5, 1, 2, 4) if role == "eval_batch" else (1, 4, 16)
+        return _with_default([max(1, int(default * f)) for f in factors], default), ""
+    if role in _SWITCHES and knob.type == "int" and isinstance(default, int):
+        # An int used as a switch (``--compile 1``): off, on, and what the code compares it with.
+        values = [0, 1, *(c for c in constants if isinstance(c, int) and not isinstance(c, bool))]
+        return _with_default(values, default), ""
     if role == "ddp_bucket_mb" and knob.type in ("int", "float"):
         cast = int if knob.type == "int" else float
         return _with_default([cast(v) for v in _BUCKETS_MB], default), ""

@@ -41,13 +41,14 @@ from infrarsi.contract import (
     save_contract,
 )
 from infrarsi.commandline import Command, CommandError, parse_command, script_settings
-from infrarsi.knobs.catalog import classify, domain
+from infrarsi.knobs.catalog import domain
 from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
 from infrarsi.knobs.loop import find_loop
-from infrarsi.knobs.source import DiscoveryError, dotted, parse, python_files, read_text, walk
+from infrarsi.knobs.roles import assign_roles
+from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10
@@ -212,7 +213,8 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         found = Discovery(style=found.style, knobs=values.knobs, skipped=values.skipped, files=found.files,
                           warnings=found.warnings)
         set_by = values.set_by
-    knobs, workload_facts = _knobs(found, ep, warnings, user)
+    readers = [ParsedFile(ep.path, ep.wrapper), *(ParsedFile(rel, parse(repo, rel)) for rel in found.files[1:])]
+    knobs, workload_facts = _knobs(found, ep, warnings, user, readers)
     knobs, fit = _fit_device(repo, ep, knobs, set_by)
     warnings.extend(fit.notes)
     workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings, user, fit)
@@ -300,9 +302,10 @@ class _Facts:
     steps: RawKnob | None = None
 
 
-def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None) -> tuple[list[Knob], _Facts]:
-    names = [k.name for k in found.knobs]
-    rules = {k.name: classify(k, names) for k in found.knobs}
+def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
+           readers: list[ParsedFile] = ()) -> tuple[list[Knob], _Facts]:
+    assigned = assign_roles(list(readers), found.knobs, found.style)
+    rules = {name: role.rule for name, role in assigned.items()}
     roles = {name: rule.role for name, rule in rules.items()}
     facts = _Facts()
     for k in found.knobs:
@@ -347,7 +350,7 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None) -> 
     for k in found.knobs:
         role = roles[k.name]
         values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count,
-                             auto_threads=auto)
+                             auto_threads=auto, constants=assigned[k.name].constants)
         tunable = len(values) >= 2
         if role not in ("workload", "unknown", "steps") and not tunable:
             warnings.append(f"knob {k.name} ({role}) stays fixed: {why or 'a single value'}")
