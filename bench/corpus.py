@@ -14,6 +14,12 @@ the baseline step time (doctor's median), samples or tokens per second, MFU with
 FLOP count, peak memory, and the status of each stage (with the reason when one fails).
 
     python bench/corpus.py [--corpus DIR] [--python /work/corpus-venv/bin/python] [--only NAME …]
+
+``--roles`` runs only ``init`` (static: nothing is trained) and compares the knobs it found with each
+entry's ``[truth]`` table, read from its ``CORPUS.toml`` at run time: for every truth knob that does not
+change the workload, whether init made one of its flags (``env VAR`` for a variable the launcher sets)
+a tunable knob; for every one that does, whether init wrongly made it tunable. Truth knobs without a
+flag (a code patch would be needed) are listed but not counted.
 """
 
 from __future__ import annotations
@@ -167,6 +173,88 @@ def run_entry(entry: Path, python: str, timeout: float, keep: bool) -> Row:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@dataclass(slots=True)
+class TruthRow:
+    repo: str
+    key: str
+    flags: list[str]
+    changes_workload: bool
+    found: list[str]
+    """The truth flags init made tunable knobs, as ``flag (role)``."""
+    locked: list[str]
+    """The truth flags init found but left fixed, as ``flag (role)``."""
+
+
+def _truth_flags(text: str) -> list[str]:
+    import re
+
+    flags = re.findall(r"--[A-Za-z][\w-]*", text)
+    flags += [f"env {v}" for v in re.findall(r"\benv\s+([A-Z_][A-Z0-9_]*)", text)]
+    return flags
+
+
+def roles_entry(entry: Path, python: str, timeout: float) -> tuple[list[TruthRow], str]:
+    """(one row per truth knob, init's status) for one corpus entry."""
+    spec = tomllib.loads((entry / "CORPUS.toml").read_text())
+    env = [f"{k}={v}" for k, v in (spec.get("env") or {}).items()]
+    command = [*env, *shlex.split(spec["command"])]
+    tmp = Path(tempfile.mkdtemp(prefix="corpus-roles-"))
+    try:
+        copy = tmp / entry.name
+        shutil.copytree(entry, copy)
+        rc, init, tail = _cli(python, ["init", str(copy), "--json", "--", *command], copy / spec.get("workdir", "."),
+                              timeout)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if rc != 0 or not init or init.get("status") != "ok":
+        return [], f"init: {(init or {}).get('message') or tail or f'exit {rc}'}"
+    knobs = init["contract"]["knobs"]
+    by_flag = {}
+    for k in knobs:
+        if k.get("flag_style") == "env":
+            by_flag[f"env {k['flag']}"] = k
+        elif k.get("flag"):
+            by_flag[k["flag"].replace("-", "_")] = k
+    rows = []
+    for key, truth in (spec.get("truth", {}).get("knobs") or {}).items():
+        flags = _truth_flags(truth.get("flag", ""))
+        hits = [(f, by_flag.get(f.replace("-", "_") if f.startswith("--") else f)) for f in flags]
+        rows.append(TruthRow(entry.name, key, flags, bool(truth.get("changes_workload")),
+                             [f"{f} ({k['role']})" for f, k in hits if k and k.get("tunable")],
+                             [f"{f} ({k['role']})" for f, k in hits if k and not k.get("tunable")]))
+    return rows, "init ok"
+
+
+def roles_main(entries: list[Path], python: str, timeout: float, console: Console) -> int:
+    rows: list[TruthRow] = []
+    for entry in entries:
+        found, status = roles_entry(entry, python, timeout)
+        console.print(f"{entry.name}: {status}")
+        rows += found
+    table = Table(title="corpus: knobs init found against each CORPUS.toml [truth] (init only, no LLM)")
+    for column in ("repo", "truth knob", "truth flags", "workload?", "tunable in the contract", "found, fixed",
+                   "verdict"):
+        table.add_column(column)
+    tunable_total = tunable_found = wrong = 0
+    for r in rows:
+        if not r.flags:
+            verdict = "no flag (needs a code patch): not counted"
+        elif r.changes_workload:
+            verdict = "DEFECT: workload knob tunable" if r.found else "ok (locked)"
+            wrong += bool(r.found)
+        else:
+            tunable_total += 1
+            tunable_found += bool(r.found)
+            verdict = "found" if r.found else "MISSED"
+        table.add_row(r.repo, r.key, " ".join(r.flags) or "—", "yes" if r.changes_workload else "no",
+                      ", ".join(r.found) or "—", ", ".join(r.locked) or "—", verdict)
+    console.print(table)
+    recall = tunable_found / tunable_total if tunable_total else 0.0
+    console.print(f"recall of tunable truth knobs: {tunable_found}/{tunable_total} = {recall:.0%} (goal >= 90%); "
+                  f"workload knobs marked tunable: {wrong} (goal 0)")
+    return 0 if wrong == 0 else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -175,6 +263,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", metavar="NAME", help="these entries only")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per stage (default 1800)")
     parser.add_argument("--keep", action="store_true", help="keep the copies (their .infrarsi/ holds the logs)")
+    parser.add_argument("--roles", action="store_true",
+                        help="init only: compare the knobs found with each entry's [truth] table")
     args = parser.parse_args()
     entries = sorted(p.parent for p in args.corpus.glob("*/CORPUS.toml"))
     if args.only:
@@ -183,6 +273,8 @@ def main() -> int:
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     console.print(f"python {args.python}; load average {' '.join(load)} at start")
+    if args.roles:
+        return roles_main(entries, args.python, args.timeout, console)
     rows = []
     for entry in entries:
         console.print(f"[bold]{entry.name}[/] …")
