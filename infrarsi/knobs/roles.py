@@ -97,8 +97,10 @@ def _from_flow(knob: RawKnob, reaches: list[Reach], counts_accum: bool, has_accu
 
 
 def assign_roles(files: list[ParsedFile], knobs: list[RawKnob], style: str,
-                 graph: FlowGraph | None = None) -> dict[str, Role]:
-    """Each knob's role: from the data flow where the code shows where it acts, else the catalog."""
+                 graph: FlowGraph | None = None, framework: dict[str, Rule] | None = None) -> dict[str, Role]:
+    """Each knob's role: a framework schema's (``infrarsi/knobs/frameworks.py``) for its settings,
+    else from the data flow where the code shows where it acts, else the catalog."""
+    framework = framework or {}
     graph = graph if graph is not None else build_graph(files)
     entry = files[0].rel if files else ""
     names = [k.name for k in knobs]
@@ -108,6 +110,9 @@ def assign_roles(files: list[ParsedFile], knobs: list[RawKnob], style: str,
                     and not any(x.kind == "batch" for x in r)}
     out = {}
     for k in knobs:
+        if k.name in framework:
+            out[k.name] = Role(framework[k.name], "framework schema")
+            continue
         catalog = classify(k, names)
         flow = _from_flow(k, reaches[k.name], bool(counts_accum - {k.name}), graph.has_accumulation, catalog)
         if flow is None:

@@ -46,6 +46,7 @@ from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
+from infrarsi.knobs.frameworks import framework_settings, with_settings
 from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.roles import assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
@@ -202,6 +203,9 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
             raise DiscoveryError(f"launcher must be python or torchrun, got {launcher!r}")
         ep = EntryPoint(ep.path, ep.wrapper, launcher, "chosen with --launcher", ep.trains, ep.why)
     found = discover(repo, ep)
+    readers = [ParsedFile(ep.path, ep.wrapper), *(ParsedFile(rel, parse(repo, rel)) for rel in found.files[1:])]
+    settings = framework_settings(readers)
+    found.knobs = with_settings(found.knobs, settings)
     warnings = list(found.warnings)
     loop = find_loop((ep.path, ep.wrapper), [(rel, parse(repo, rel)) for rel in found.files[1:]])
     if not loop.found:
@@ -213,8 +217,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         found = Discovery(style=found.style, knobs=values.knobs, skipped=values.skipped, files=found.files,
                           warnings=found.warnings)
         set_by = values.set_by
-    readers = [ParsedFile(ep.path, ep.wrapper), *(ParsedFile(rel, parse(repo, rel)) for rel in found.files[1:])]
-    knobs, workload_facts = _knobs(found, ep, warnings, user, readers)
+    knobs, workload_facts = _knobs(found, ep, warnings, user, readers, {s.name: s.rule for s in settings})
     knobs, fit = _fit_device(repo, ep, knobs, set_by)
     warnings.extend(fit.notes)
     workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings, user, fit)
@@ -303,8 +306,8 @@ class _Facts:
 
 
 def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
-           readers: list[ParsedFile] = ()) -> tuple[list[Knob], _Facts]:
-    assigned = assign_roles(list(readers), found.knobs, found.style)
+           readers: list[ParsedFile] = (), framework: dict | None = None) -> tuple[list[Knob], _Facts]:
+    assigned = assign_roles(list(readers), found.knobs, found.style, framework=framework)
     rules = {name: role.rule for name, role in assigned.items()}
     roles = {name: rule.role for name, rule in rules.items()}
     facts = _Facts()
