@@ -78,7 +78,8 @@ class Knob:
     flag: str = ""
     """How a value is passed on the command line (``--batch_size``); empty: written into source."""
     flag_style: str = "eq"
-    """eq: ``--k=v``; store_true / store_false: the bare flag or nothing; bool_optional: ``--k`` / ``--no-k``."""
+    """eq: ``--k=v``; store_true / store_false: the bare flag or nothing; bool_optional: ``--k`` / ``--no-k``;
+    env: a launcher setting, ``flag`` names its environment variable (infrarsi/launcher/settings.py)."""
     domain: list[KnobValue] = field(default_factory=list)
     """Values the search may try (empty: fixed at default)."""
     tunable: bool = False
@@ -93,11 +94,13 @@ class Knob:
             raise ContractError(f"knobs.{self.name}.type", f"unknown type {self.type!r}")
         if self.tunable and not self.domain:
             raise ContractError(f"knobs.{self.name}.domain", "a tunable knob needs a domain")
-        if self.flag_style not in ("eq", "store_true", "store_false", "bool_optional"):
+        if self.flag_style not in ("eq", "store_true", "store_false", "bool_optional", "env"):
             raise ContractError(f"knobs.{self.name}.flag_style", f"unknown style {self.flag_style!r}")
 
     def render(self, value: KnobValue) -> list[str]:
         """The command-line arguments that set this knob to ``value`` (empty: none needed)."""
+        if self.flag_style == "env":
+            return []
         if self.flag_style == "store_true":
             return [self.flag] if value else []
         if self.flag_style == "store_false":

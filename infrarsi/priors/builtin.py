@@ -219,6 +219,32 @@ STATIC_GRAPH = Levels(
     source_cuda="PyTorch DistributedDataParallel docs: static_graph lets DDP skip per-iteration graph "
                 "traversal and enables optimizations; small gains",
 )
+CUDNN_BENCHMARK = Levels(
+    _on_off,
+    cpu={"off": REFERENCE, "on": Effect(0.0, 0.02, 0.0, 0.02)},
+    cuda={"off": REFERENCE, "on": Effect(-0.05, 0.08, 0.03, 0.05, startup_s=2.0)},
+    source_cpu="PyTorch torch.backends.cudnn docs: cuDNN autotuning has no effect without a GPU",
+    source_cuda="PyTorch performance tuning guide: cudnn.benchmark picks the fastest convolution "
+                "algorithm per input shape (gains on conv nets with fixed shapes, a few seconds of "
+                "tuning at start-up, workspaces may take more memory)",
+)
+MATMUL_PRECISION = Levels(
+    _on_off,
+    cpu={"off": REFERENCE, "on": Effect(0.0, 0.03, 0.0, 0.02)},
+    cuda={"off": REFERENCE, "on": Effect(-0.20, 0.20, 0.0, 0.02)},
+    source_cpu="PyTorch set_float32_matmul_precision docs: TF32 is a tensor-core format; on CPU "
+               "'high' may use bf16 passes only where oneDNN supports them, usually no change",
+    source_cuda="NVIDIA A100 whitepaper and PyTorch TF32 notes: float32 matmuls on tensor cores, "
+                "several times faster matmuls, no memory change",
+)
+ALLOCATOR = Levels(
+    _on_off,
+    cpu={"off": REFERENCE, "on": Effect(0.0, 0.01, 0.0, 0.01)},
+    cuda={"off": REFERENCE, "on": Effect(0.0, 0.03, -0.05, 0.08)},
+    source_cpu="PyTorch CUDA memory-management docs: the caching allocator's settings apply to CUDA only",
+    source_cuda="PyTorch CUDA memory-management docs: expandable_segments reduces fragmentation, so "
+                "reserved memory tracks allocated memory more closely (lower peak, same speed)",
+)
 
 # ---------------------------------------------------------------- ratio roles
 
@@ -362,6 +388,16 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
     "moe_dispatch": MOE_DISPATCH,
     "zero_grad": ZERO_GRAD,
     "fsdp": FSDP,
+    "cudnn_benchmark": CUDNN_BENCHMARK,
+    "matmul_precision": MATMUL_PRECISION,
+    "allocator": ALLOCATOR,
+    "dataloader_pin_memory": Levels(
+        _on_off,
+        cpu={"off": REFERENCE, "on": Effect(0.0, 0.02, 0.0, 0.02)},
+        cuda={"off": REFERENCE, "on": Effect(-0.03, 0.05, 0.01, 0.02)},
+        source_cpu="PyTorch DataLoader docs: pinned memory only speeds host-to-GPU copies",
+        source_cuda="PyTorch DataLoader docs and performance tuning guide: pinned host memory makes "
+                    "host-to-device copies faster and asynchronous"),
 }
 
 # ---------------------------------------------------------------- patches (the patch library's names)

@@ -17,6 +17,7 @@ from typing import Any
 from infrarsi.contract import Contract, KnobValue
 from infrarsi.flops import mfu
 from infrarsi.hardware import PeakFlops, datasheet_peak, matmul_dtype
+from infrarsi.launcher.settings import settings_env
 from infrarsi.runner.command import build_argv
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.stages.doctor import DoctorReport
@@ -217,7 +218,8 @@ def reproduce_command(candidate: Candidate, contract: Contract) -> str:
     values = {**contract.workload.overrides, **changed_knobs(candidate, contract)}
     flagged = {k: v for k, v in values.items() if contract.knob(k).flag}
     argv = build_argv(contract, flagged, as_written=True)
-    command = shlex.join([*(f"{k}={v}" for k, v in contract.workload.env.items()), *argv])
+    env = {**contract.workload.env, **settings_env(contract, values, for_person=True)}
+    command = shlex.join([*(f"{k}={v}" for k, v in env.items()), *argv])
     cwd = contract.workload.cwd
     return command if cwd in ("", ".") else f"cd {shlex.quote(cwd)} && {command}"
 

@@ -66,7 +66,8 @@ def build_argv(contract: Contract, values: dict[str, KnobValue], python: str = s
     head, target, tail = command.head, command.target_text, command.script_args
     if not as_written:
         head = resolve_launcher(head, python)
-    flagged = [contract.knob(name) for name in values if contract.knob(name).flag]
+    flagged = [contract.knob(name) for name in values
+               if contract.knob(name).flag and contract.knob(name).flag_style != "env"]
     for knob in (k for k in flagged if k.role in LAUNCHER_ROLES):
         head = _set(head, {knob.flag}, True, knob.render(values[knob.name]))
     script = [k for k in flagged if k.role not in LAUNCHER_ROLES]

@@ -21,6 +21,7 @@ from pathlib import Path
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
+from infrarsi.launcher.settings import settings_env
 from infrarsi.launcher.channel import RecordChannel
 from infrarsi.runner import abort, accounting, checks, sandbox
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
@@ -185,6 +186,7 @@ class _Trial:
         declared = self.contract.workload.env  # the owner's command's K=V prefix
         env = trial_environment(home=workspace.home, declared=declared,
                                 runner={**interpreter_env(pycache=workspace.pycache),
+                                        **settings_env(self.contract, self.values),
                                         **launcher_env(channel.path, steps=self.spec.total_steps,
                                                        warmup_steps=self.contract.workload.warmup_steps,
                                                        pythonpath=declared.get("PYTHONPATH"),

@@ -17,6 +17,7 @@ from infrarsi import patches as patch_library
 from infrarsi import vcs
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
+from infrarsi.launcher.settings import settings_env
 from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.runner.result import Candidate
 from infrarsi.stages.run import RunResult, load_run
@@ -53,7 +54,9 @@ def _write_settings(checkout: Path, contract: Contract, settings: dict[str, Knob
     for name, value in settings.items():
         knob = contract.knob(name)
         path = knob.source.rsplit(":", 1)[0] if knob.source else contract.workload.entry
-        if contract.scope.allows(path):
+        if knob.flag_style == "env":  # a launcher setting: the variables that give it
+            flags += [f"{k}={v}" for k, v in settings_env(contract, {name: value}, for_person=True).items()]
+        elif contract.scope.allows(path):
             by_file.setdefault(path, {})[name] = value
         else:
             flags += knob.render(value)
@@ -94,7 +97,8 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
     lines.append(f"  trials: {len(run.trials)} ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))}), "
                  f"{run.spent_s:.0f} s of trials")
     if flags:
-        lines += ["", "Pass on the command line (defined outside the editable scope):", "  " + " ".join(flags)]
+        lines += ["", "Pass on the command line (defined outside the editable scope; VAR=value: in the environment):",
+                  "  " + " ".join(flags)]
     lines += ["", "Audited paths (all inside the editable scope):", *[f"  {p}" for p in paths]]
     return "\n".join(lines) + "\n"
 

@@ -50,6 +50,7 @@ from infrarsi.knobs.frameworks import framework_settings, with_settings
 from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.roles import assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
+from infrarsi.launcher.settings import launcher_knobs
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10
@@ -365,6 +366,8 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
         )
     if ep.launcher == "torchrun":
         knobs.append(_nproc_knob(facts.global_batch, _command_nproc(user)))
+    knobs += launcher_knobs(knobs, has_cuda=_cuda_count() > 0, cpu_count=cpu_count, auto_threads=auto,
+                            launcher=ep.launcher)
     return knobs, facts
 
 

@@ -353,8 +353,32 @@ def send(record: dict) -> None:
         _observer.channel.send(record)
 
 
+SETTINGS = ("INFRARSI_NUM_THREADS", "INFRARSI_CUDNN_BENCHMARK", "INFRARSI_TF32")
+"""Speed settings the runner asks for (infrarsi/launcher/settings.py), applied as torch is imported."""
+
+
+def apply_settings(torch) -> None:
+    """Put the requested speed settings in place before the job's code goes on."""
+    threads = os.environ.get("INFRARSI_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    if os.environ.get("INFRARSI_CUDNN_BENCHMARK") == "1":
+        torch.backends.cudnn.benchmark = True
+    if os.environ.get("INFRARSI_TF32") == "1":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def _apply_settings_safely(torch) -> None:
+    try:
+        apply_settings(torch)
+    except Exception as err:  # a setting this torch lacks: the job runs as written, with this line
+        print(f"infrarsi launcher: cannot apply settings: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+
+
 def _install(torch) -> None:
-    """Torch is imported: hook its optimizers, modules and backward."""
+    """Torch is imported: apply the requested settings; hook its optimizers, modules and backward."""
+    _apply_settings_safely(torch)
     obs = _observer
     obs.torch = torch
     compiler = getattr(torch, "compiler", None)
@@ -424,8 +448,9 @@ class _TorchImportWatcher:
     ``importlib.util.find_spec("torch")`` to see whether torch is installed (``datasets`` does)
     without importing it, and the import that follows needs the watcher again."""
 
-    def __init__(self):
+    def __init__(self, then=None):
         self.looking = False
+        self.then = then or _install_safely
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch" or self.looking:
@@ -444,10 +469,18 @@ class _TorchImportWatcher:
             if watcher in sys.meta_path:
                 sys.meta_path.remove(watcher)
             exec_module(module)
-            _install_safely(module)
+            watcher.then(module)
 
         spec.loader.exec_module = exec_then_observe
         return spec
+
+
+def arm_settings() -> None:
+    """Only apply the speed settings (a person's run, no trial observing it)."""
+    if "torch" in sys.modules:
+        _apply_settings_safely(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchImportWatcher(_apply_settings_safely))
 
 
 def arm() -> None:

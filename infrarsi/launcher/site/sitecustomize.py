@@ -1,7 +1,8 @@
 """Loaded by every Python process of an InfraRSI trial (this directory is first on its PYTHONPATH).
 
 Inert unless ``INFRARSI_RECORDS`` names the trial's record channel; then :mod:`_infrarsi_launcher`
-arms itself to observe the job once it imports torch. Either way the ``sitecustomize`` that this
+arms itself to observe the job once it imports torch (and applies the speed settings the runner
+asked for). With only a settings variable set (``INFRARSI_CUDNN_BENCHMARK``…) it applies those. Either way the ``sitecustomize`` that this
 one shadows (a virtual environment's, a distribution's) still runs. Only the standard library here:
 the job's interpreter need not have InfraRSI installed. See docs/launcher.md.
 """
@@ -28,4 +29,8 @@ if os.environ.get("INFRARSI_RECORDS"):
     import _infrarsi_launcher
 
     _infrarsi_launcher.arm()
+elif any(os.environ.get(v) for v in ("INFRARSI_NUM_THREADS", "INFRARSI_CUDNN_BENCHMARK", "INFRARSI_TF32")):
+    import _infrarsi_launcher  # a person's run with the launcher's settings: apply them, observe nothing
+
+    _infrarsi_launcher.arm_settings()
 _chain()
