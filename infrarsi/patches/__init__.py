@@ -27,6 +27,7 @@ from infrarsi.patches.base import (
 from infrarsi.patches.compile_model import CompileModel
 from infrarsi.patches.ddp_no_sync import DdpNoSync
 from infrarsi.patches.diff_patch import LLM_PREFIX, apply_diff
+from infrarsi.patches.gradient_accumulation import GradientAccumulation
 from infrarsi.patches.moe_batched_dispatch import MoeBatchedDispatch
 from infrarsi.patches.optimizer_foreach import OptimizerForeach
 from infrarsi.patches.optimizer_fused import OptimizerFused
@@ -54,6 +55,7 @@ REGISTRY: dict[str, Patch] = {
         DdpNoSync(),
         Tf32Matmul(),
         PinnedMemory(),
+        GradientAccumulation(),
     )
 }
 

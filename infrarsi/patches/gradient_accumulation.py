@@ -1,0 +1,155 @@
+"""Gradient accumulation for a script that has none: each step's batch is split into micro-batches.
+
+A script that feeds its whole batch to one forward and backward cannot trade batch size for
+memory or speed without changing the workload (its batch size is the global batch, locked). This
+patch keeps the global batch and splits it: in a loop body that zeroes the gradients, runs one
+``backward()`` and then the optimizer step, the statements from after ``zero_grad()`` to the
+``backward()`` run once per micro-batch, over ``chunk``s of the batch tensors the loop yields.
+
+The loss normalisation is kept: a mean-reduced loss is weighted by each micro-batch's share of the
+batch, so the accumulated gradient is the full batch's; a file whose losses sum
+(``reduction='sum'``) adds the micro-batch losses as they are. The split count is a knob the patch
+adds (``grad_accum_splits``, 2 when applied, role ``grad_accum``): a module global, or an argparse
+flag where the file parses its command line at module level. Like every patch, a trial validates
+it: the loss trajectory must hold (a model with batch statistics, BatchNorm, does not, and is
+rejected there).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from infrarsi.contract import Knob
+from infrarsi.patches._cst import after_imports, code
+from infrarsi.patches._gate import NOTE, _argparse, _line_of
+from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+
+KNOB = "grad_accum_splits"
+SPLITS = 2
+FULL = "_infrarsi_full_batch"
+
+
+def _call_attr(stmt: cst.CSTNode, attr: str) -> bool:
+    """Whether ``stmt`` is the expression statement ``<x>.<attr>(...)``."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+        return False
+    call = stmt.body[0].value
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == attr
+
+
+def _batch_names(loop: cst.For) -> list[str]:
+    """The names a ``for`` loop binds to its batch (the counter of ``enumerate`` excluded)."""
+    target = loop.target
+    if isinstance(loop.iter, cst.Call) and (code(loop.iter.func) == "enumerate") and isinstance(target, cst.Tuple) \
+            and len(target.elements) == 2:
+        target = target.elements[1].value
+    elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [cst.Element(target)]
+    names = [e.value.value for e in elements if isinstance(e.value, cst.Name)]
+    return names if len(names) == len(elements) else []
+
+
+class GradientAccumulationCodemod(PatchCodemod):
+    DESCRIPTION = "Split each step's batch into micro-batches that accumulate gradients (global batch kept)."
+
+    def __init__(self, context):
+        super().__init__(context)
+        self.sum_reduced = False
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self.sum_reduced = "reduction='sum'" in node.code or 'reduction="sum"' in node.code
+        return True
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        names = _batch_names(original_node)
+        if not names or not isinstance(updated_node.body, cst.IndentedBlock):
+            return updated_node
+        body = list(updated_node.body.body)
+        zero = [i for i, s in enumerate(body) if _call_attr(s, "zero_grad")]
+        back = [i for i, s in enumerate(body) if _call_attr(s, "backward")]
+        step = [i for i, s in enumerate(body) if _call_attr(s, "step")]
+        if len(back) != 1 or not zero or not step or not (zero[0] < back[0] < step[0]):
+            return updated_node
+        start, end = zero[0] + 1, back[0]
+        section = body[start:end + 1]
+        used = {n.value for s in section for n in _names(s)}
+        chunked = [n for n in names if n in used]
+        if not chunked:
+            return updated_node
+        backward = body[end].body[0].value
+        loss = code(backward.func.value)
+        if not self.sum_reduced:
+            loss = f"({loss} * (len({chunked[0]}) / len({FULL}[0])))"
+        new_back = body[end].with_changes(body=[cst.Expr(backward.with_changes(
+            func=backward.func.with_changes(value=cst.parse_expression(loss))))])
+        full = cst.parse_statement(f"{FULL} = ({', '.join(chunked)},)\n")
+        inner = cst.parse_statement(
+            f"for {', '.join(chunked)} in zip(*(t.chunk({KNOB}) for t in {FULL})):\n    pass\n")
+        inner = inner.with_changes(body=inner.body.with_changes(body=[*section[:-1], new_back]))
+        self.mark(original_node.body.body[end], f"one backward over the whole batch: split it into {KNOB} "
+                                                "micro-batches that accumulate gradients")
+        return updated_node.with_changes(body=updated_node.body.with_changes(
+            body=[*body[:start], full, inner, *body[end + 1:]]))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if not self.found:
+            return updated_node
+        found = _argparse(updated_node)
+        path = self.context.filename or "<source>"
+        if found is not None:
+            parser, args, last = found
+            line = cst.parse_statement(
+                f'{parser}.add_argument("--{KNOB}", type=int, default={SPLITS},\n'
+                f'    help="micro-batches per step, gradients accumulated ({NOTE})")\n')
+            body = [*updated_node.body[: last + 1], line, *updated_node.body[last + 1:]]
+            at, flag, reader = last + 1, f"--{KNOB}", f"{args}.{KNOB}"
+        else:
+            at = after_imports(updated_node)
+            line = cst.parse_statement(f"{KNOB} = {SPLITS}  # micro-batches per step, gradients accumulated ({NOTE})\n")
+            line = line.with_changes(leading_lines=[cst.EmptyLine()])
+            body = [*updated_node.body[:at], line, *updated_node.body[at:]]
+            flag, reader = "", KNOB
+        self.knobs.append(Knob(name=KNOB, role="grad_accum", type="int", default=SPLITS, flag=flag,
+                               domain=[1, 2, 4], tunable=True, source=f"{path}:{_line_of(updated_node, body, at)}",
+                               help="micro-batches per step (added by the gradient_accumulation patch)"))
+        module = updated_node.with_changes(body=body)
+        if reader != KNOB:
+            module = module.visit(_Rename(KNOB, reader))
+        return module
+
+
+class _Rename(cst.CSTTransformer):
+    """Reads the split count from the argparse namespace where the knob is a flag."""
+
+    def __init__(self, name: str, reader: str):
+        self.name, self.reader = name, reader
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if isinstance(updated_node.func, cst.Attribute) and updated_node.func.attr.value == "chunk" \
+                and updated_node.args and code(updated_node.args[0].value) == self.name:
+            return updated_node.with_changes(args=[updated_node.args[0].with_changes(
+                value=cst.parse_expression(self.reader))])
+        return updated_node
+
+
+def _names(node: cst.CSTNode):
+    if isinstance(node, cst.Name):
+        yield node
+    for child in node.children:
+        yield from _names(child)
+
+
+class GradientAccumulation(Patch):
+    name = "gradient_accumulation"
+    DESCRIPTION = GradientAccumulationCodemod.DESCRIPTION
+    numerics_by_design = False
+    prior = {
+        # Two micro-batches: a little slower (smaller kernels, one more forward/backward call), less
+        # activation memory (the reason to split); the micro-batch prior gives the same slope.
+        "cpu": PriorEffect(time_factor=1.05, memory_factor=0.9, confidence=0.4),
+        "cuda": PriorEffect(time_factor=1.08, memory_factor=0.7, confidence=0.4),
+    }
+    needles = (".backward(",)
+    requires = (("zero_grad",), (".step(",))
+    absent = (KNOB,)
+    reach = "module"
+    codemod = GradientAccumulationCodemod

@@ -1,0 +1,71 @@
+"""The gradient_accumulation patch on a script with none (tests/test_data/patches/gradient_accumulation/runnable.py):
+the patched script, run for real, trains the same model step by step."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infrarsi.patches.gradient_accumulation import GradientAccumulation
+
+SCRIPT = Path(__file__).parents[1] / "test_data" / "patches" / "gradient_accumulation" / "runnable.py"
+
+
+def checksums(path: Path, *args: str) -> list[float]:
+    done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [float(x) for x in re.findall(r"checksum (\S+)", done.stdout)]
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory) -> tuple[Path, list]:
+    result = GradientAccumulation().transform("train.py", SCRIPT.read_text())
+    out = tmp_path_factory.mktemp("ga") / "train.py"
+    out.write_text(result.code)
+    return out, result
+
+
+def test_the_step_is_split_and_a_split_knob_added(patched):
+    path, result = patched
+    code = path.read_text()
+    assert len(result.sites) == 1 and "backward" in result.sites[0].message
+    assert "for data, target in zip(*(t.chunk(args.grad_accum_splits) for t in _infrarsi_full_batch)):" in code
+    assert "(loss * (len(data) / len(_infrarsi_full_batch[0]))).backward()" in code  # mean loss: weighted by the share
+    [knob] = result.knobs
+    assert (knob.name, knob.role, knob.default, knob.flag, knob.domain) == (
+        "grad_accum_splits", "grad_accum", 2, "--grad_accum_splits", [1, 2, 4])
+    assert GradientAccumulation().rewrite(code) is None  # applied once only
+
+
+@pytest.mark.e2e
+def test_the_loss_trajectory_holds(patched):
+    splits = "4"
+    path, _ = patched
+    before = checksums(SCRIPT)
+    after = checksums(path, "--grad_accum_splits", splits)
+    assert len(before) == len(after) == 6
+    assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+
+
+@pytest.mark.e2e
+def test_a_sum_reduced_loss_is_not_reweighted(tmp_path):
+    source = SCRIPT.read_text().replace('default="mean"', 'default="sum"').replace(
+        "reduction=args.reduction", "reduction='sum'")
+    original = tmp_path / "original.py"
+    original.write_text(source)
+    result = GradientAccumulation().transform("train.py", source)
+    assert "_infrarsi_full_batch[0]" not in result.code
+    (tmp_path / "patched.py").write_text(result.code)
+    before, after = checksums(original), checksums(tmp_path / "patched.py")
+    assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+
+
+def test_left_alone_without_the_pattern():
+    two_backwards = "for x in loader:\n    opt.zero_grad()\n    a(x).backward()\n    b(x).backward()\n    opt.step()\n"
+    no_zero = "for x in loader:\n    model(x).backward()\n    opt.step()\n"
+    for source in (two_backwards, no_zero):
+        assert GradientAccumulation().rewrite(source) is None
