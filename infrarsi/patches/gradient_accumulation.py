@@ -151,5 +151,6 @@ class GradientAccumulation(Patch):
     needles = (".backward(",)
     requires = (("zero_grad",), (".step(",))
     absent = (KNOB,)
+    gate_role = "grad_accum"  # a script that already accumulates is left to its own knob
     reach = "module"
     codemod = GradientAccumulationCodemod
