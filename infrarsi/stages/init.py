@@ -47,10 +47,12 @@ from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
 from infrarsi.knobs.frameworks import framework_settings, with_settings
+from infrarsi.knobs.llm_roles import classify_unknown, knob_uses
 from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.roles import assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs
+from infrarsi.llm import load_llm_config
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10
@@ -91,6 +93,9 @@ class InitResult:
     """What was found and how running the script reaches it."""
     notes: list[str] = field(default_factory=list)
     """What init changed about the baseline (a device this machine lacks), as in the contract."""
+    claims: list[dict[str, str]] = field(default_factory=list)
+    """With an Anthropic key: the model's roles for unknown knobs (name, role, evidence, status, why);
+    they stay locked in the contract until a measurement confirms them."""
 
     @property
     def ok(self) -> bool:
@@ -241,6 +246,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         base_commit=_base_commit(repo),
     )
     path = save_contract(contract, repo)
+    claims = _claims(repo, found, knobs, readers, warnings)
     by_role: dict[str, list[str]] = {}
     for k in knobs:
         by_role.setdefault(k.role, []).append(k.name)
@@ -267,7 +273,23 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         loop_kind=loop.kind,
         loop_why=loop.why,
         notes=list(fit.notes),
+        claims=claims,
     )
+
+
+def _claims(repo: Path, found: Discovery, knobs: list[Knob], readers: list[ParsedFile],
+            warnings: list[str]) -> list[dict[str, str]]:
+    """The configured model's claims about the knobs the rules leave unknown (none without a key).
+    They change no role: a claim is believed only once a trial agrees (``llm_roles.judge``)."""
+    config = load_llm_config(repo)
+    unknown = {k.name for k in knobs if k.role == "unknown"}
+    raw = [k for k in found.knobs if k.name in unknown]
+    if not raw or not config.configured:
+        return []
+    result = classify_unknown(config, raw, knob_uses(readers, [k.name for k in raw]))
+    if result.status != "ok":
+        warnings.append(f"model classification of unknown knobs: {result.message}")
+    return [asdict(c) for c in result.claims]
 
 
 def _machine() -> str:
