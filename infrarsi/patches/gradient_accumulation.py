@@ -81,9 +81,9 @@ class GradientAccumulationCodemod(PatchCodemod):
             loss = f"({loss} * (len({chunked[0]}) / len({FULL}[0])))"
         new_back = body[end].with_changes(body=[cst.Expr(backward.with_changes(
             func=backward.func.with_changes(value=cst.parse_expression(loss))))])
-        full = cst.parse_statement(f"{FULL} = ({', '.join(chunked)},)\n")
-        inner = cst.parse_statement(
-            f"for {', '.join(chunked)} in zip(*(t.chunk({KNOB}) for t in {FULL})):\n    pass\n")
+        names_tuple = ", ".join(chunked) + ("," if len(chunked) == 1 else "")  # zip yields tuples
+        full = cst.parse_statement(f"{FULL} = ({names_tuple})\n")
+        inner = cst.parse_statement(f"for {names_tuple} in zip(*(t.chunk({KNOB}) for t in {FULL})):\n    pass\n")
         inner = inner.with_changes(body=inner.body.with_changes(body=[*section[:-1], new_back]))
         self.mark(original_node.body.body[end], f"one backward over the whole batch: split it into {KNOB} "
                                                 "micro-batches that accumulate gradients")

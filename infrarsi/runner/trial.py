@@ -174,7 +174,9 @@ class _Trial:
 
     def _launch_and_watch(self, workspace: Workspace) -> None:
         argv = build_argv(self.contract, self.values)
-        (self.log_path.parent / "command.txt").write_text(" ".join(argv) + "\n")
+        settings = settings_env(self.contract, self.values)
+        (self.log_path.parent / "command.txt").write_text(
+            " ".join([*(f"{k}={v}" for k, v in settings.items()), *argv]) + "\n")
         policy = self.contract.sandbox_policy
         cwd = workspace.root / self.contract.workload.cwd
         channel = RecordChannel(workspace.private / "records.fifo")
@@ -186,7 +188,7 @@ class _Trial:
         declared = self.contract.workload.env  # the owner's command's K=V prefix
         env = trial_environment(home=workspace.home, declared=declared,
                                 runner={**interpreter_env(pycache=workspace.pycache),
-                                        **settings_env(self.contract, self.values),
+                                        **settings,
                                         **launcher_env(channel.path, steps=self.spec.total_steps,
                                                        warmup_steps=self.contract.workload.warmup_steps,
                                                        pythonpath=declared.get("PYTHONPATH"),

@@ -69,3 +69,17 @@ def test_left_alone_without_the_pattern():
     no_zero = "for x in loader:\n    model(x).backward()\n    opt.step()\n"
     for source in (two_backwards, no_zero):
         assert GradientAccumulation().rewrite(source) is None
+
+
+@pytest.mark.e2e
+def test_a_batch_of_one_tensor(tmp_path):
+    """``for i, (x, _) in enumerate(loader)``: one tensor is chunked, and still unpacked from zip's tuples."""
+    source = SCRIPT.read_text().replace("output = model(data)\n", "output = model(data)\n    target = output.argmax(1).detach() * 0\n").replace(
+        "for batch_idx, (data, target) in enumerate(loader):", "for batch_idx, (data, _) in enumerate(loader):")
+    original = tmp_path / "original.py"
+    original.write_text(source)
+    result = GradientAccumulation().transform("train.py", source)
+    assert "for data, in zip(" in result.code
+    (tmp_path / "patched.py").write_text(result.code)
+    before, after = checksums(original), checksums(tmp_path / "patched.py")
+    assert len(before) == 6 and max(abs(a - b) for a, b in zip(before, after)) < 1e-5

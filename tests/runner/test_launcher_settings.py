@@ -87,3 +87,5 @@ def test_a_trial_applies_the_thread_count(tmp_path):
                                  timeout_s=120, check_loss=False))
     assert result.status is TrialStatus.OK, result.detail
     assert "threads 1" in Path(result.log_path).read_text()
+    command = Path(result.log_path).with_name("command.txt").read_text()
+    assert command.startswith("OMP_NUM_THREADS=1 INFRARSI_NUM_THREADS=1 ")

@@ -9,7 +9,7 @@ def train(model, device, train_loader, optimizer):
     for batch_idx, (data, target) in enumerate(train_loader):
         data, target = data.to(device), target.to(device)
         optimizer.zero_grad()
-        _infrarsi_full_batch = (data, target,)
+        _infrarsi_full_batch = (data, target)
         for data, target in zip(*(t.chunk(grad_accum_splits) for t in _infrarsi_full_batch)):
             output = model(data)
             loss = F.nll_loss(output, target)
