@@ -55,11 +55,39 @@ def parse(repo: Path, rel: str, text: str | None = None) -> MetadataWrapper:
 
 
 def literal(module: cst.Module, node: cst.BaseExpression) -> tuple[bool, object]:
-    """(True, value) when ``node`` is a Python literal; (False, None) for any other expression."""
+    """(True, value) when ``node`` is a Python literal or arithmetic on numbers (``4 * 2``, ``2**4``,
+    ``64 // 8``); (False, None) for any other expression."""
+    text = module.code_for_node(node).strip()
     try:
-        return True, ast.literal_eval(module.code_for_node(node).strip())
+        return True, ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        return True, _fold(ast.parse(text, mode="eval").body)
+    except (ValueError, SyntaxError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
         return False, None
+
+
+_FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+         ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
+def _fold(node: ast.AST) -> int | float:
+    """The value of arithmetic on int and float literals; ValueError for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _fold(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        left, right = _fold(node.left), _fold(node.right)
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > 64:
+                raise ValueError("exponent too large to fold")
+            return left**right
+        if type(node.op) in _FOLD:
+            return _FOLD[type(node.op)](left, right)
+    raise ValueError(f"cannot fold {type(node).__name__}")
 
 
 def is_knob_value(value: object) -> bool:

@@ -244,3 +244,30 @@ def test_globals_through_a_config_dataclass_into_the_model(tmp_path):
     found = roles(tmp_path, {"train.py": script, "model.py": model, "configurator.py": ""})
     assert found["batch_size"][0] == "micro_batch" and found["grad_accum"][0] == "grad_accum"
     assert found["n_layer"][0] == "workload" and found["checkpointing"][0] == "activation_checkpointing"
+
+
+@pytest.mark.parametrize("expr,value", [("4 * 2", 8), ("2**4", 16), ("64 // 8", 8), ("-(3 - 1)", -2), ("1e-3 * 2", 2e-3)])
+def test_constant_defaults_are_folded(tmp_path, expr, value):
+    (tmp_path / "train.py").write_text(f"batch_size = {expr}\nexec(open('configurator.py').read())\n")
+    (tmp_path / "configurator.py").write_text("")
+    found = discover(tmp_path, find_entry(tmp_path, "train.py"))
+    assert [(k.name, k.default) for k in found.knobs] == [("batch_size", value)]
+
+
+def test_a_default_computed_from_other_globals_is_not_a_knob_but_carries_their_values(tmp_path):
+    script = """
+    import torch
+    total = 64
+    micro = 8
+    accum = total // micro
+    exec(open('configurator.py').read())
+    def get_batch():
+        return torch.randint(100, (micro, 16))
+    for it in range(10):
+        for _ in range(accum):
+            (model(get_batch()) / accum).backward()
+        opt.step()
+    """
+    found = roles(tmp_path, {"train.py": script, "configurator.py": ""})
+    assert "accum" not in found  # recomputed by the script whenever total or micro change
+    assert found["micro"][0] == "micro_batch" and found["total"] == ("workload", "global_batch")
