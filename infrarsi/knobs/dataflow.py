@@ -211,7 +211,7 @@ class _Builder:
         if isinstance(node, cst.BinaryOperation):
             left, right = self.refs(node.left, func), self.refs(node.right, func)
             if isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
-                return {(s, i, True) for s, i, _ in left if True} | {(s, not i, c) for s, i, c in right}
+                return {(s, i, True) for s, i, _ in left} | {(s, not i, c) for s, i, c in right}
             return left | right
         if isinstance(node, cst.Subscript):
             out = self.refs(node.value, func)
@@ -344,8 +344,6 @@ class _Builder:
         elif isinstance(small, cst.Expr):
             self._update(small.value, func)
             self._expr_sinks(small.value, func)
-        elif isinstance(small, cst.Global):
-            pass
 
     def _assign(self, target: cst.CSTNode, value: set[Ref], func: str, node: cst.CSTNode | None = None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and isinstance(node, (cst.Tuple, cst.List)) \
@@ -509,8 +507,6 @@ class _Builder:
         if short == "slice":
             for p in pos:
                 self._sink("batch", call, self.refs(p, func))
-        if short == "DistributedDataParallel" or short == "DDP":
-            pass  # its keyword sinks are above; device_ids and the module are not knobs' business
 
     def _shape(self, call: cst.Call, short: str, pos, kw, func: str) -> None:
         if short == "randint":
