@@ -43,11 +43,10 @@ from pathlib import Path
 import torch
 
 from infrarsi.contract import Contract, ContractError, load_contract
-from infrarsi.hardware import HardwareFingerprint
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.report.model import candidate_peak
 from infrarsi.runner.result import Candidate
-from infrarsi.stages.doctor import DoctorReport
+from infrarsi.records import DoctorReport, HardwareFingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -26,7 +26,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.contract import Contract
+from infrarsi.records.files import study_path
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
@@ -53,7 +54,7 @@ LIVE_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def default_storage_url(repo: Path) -> str:
-    return f"sqlite:///{(Path(repo) / STATE_DIR / 'study.db').resolve()}"
+    return f"sqlite:///{study_path(repo).resolve()}"
 
 
 def hide_password(url: str) -> str:

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
-from infrarsi.stages.doctor import DoctorError, DoctorReport, doctor, doctor_path
+from infrarsi.records import DoctorError, DoctorReport, doctor_path
+from infrarsi.stages.doctor import doctor
 
 BAR_WIDTH = 30
 

@@ -29,7 +29,7 @@ from infrarsi.priors.types import (
 )
 
 if TYPE_CHECKING:  # importing it imports torch; the table only reads device and core count
-    from infrarsi.hardware import HardwareFingerprint as Hardware
+    from infrarsi.records.hardware import HardwareFingerprint as Hardware
 
 
 @dataclass(frozen=True, slots=True)

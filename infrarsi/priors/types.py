@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infrarsi.contract import Contract, KnobValue
 
 if TYPE_CHECKING:  # importing it imports torch (~2 s); the priors only read its fields
-    from infrarsi.hardware import HardwareFingerprint
+    from infrarsi.records.hardware import HardwareFingerprint
 
 NEUTRAL_TIME_SD = 1.0
 NEUTRAL_MEM_SD = 1.0

@@ -19,7 +19,7 @@ from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.runner.result import Candidate
-from infrarsi.stages.run import RunResult, load_run
+from infrarsi.records import RunResult, load_run
 from infrarsi.verification import Verdict
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")

@@ -15,10 +15,12 @@ from infrarsi.events import Event, EventSink, ignore
 from infrarsi.goal import Goal, GoalError, parse_goal
 from infrarsi.llm import load_llm_config
 from infrarsi.stages.apply import ApplyResult, apply
-from infrarsi.stages.doctor import DoctorError, doctor, load_doctor
+from infrarsi.records import DoctorError, load_doctor
+from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.report import ReportResult, report
-from infrarsi.stages.run import RunResult, run
+from infrarsi.records import RunResult
+from infrarsi.stages.run import run
 
 DEFAULT_TRIALS = 20
 

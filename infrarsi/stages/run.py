@@ -8,10 +8,8 @@ written to ``.infrarsi/run.json`` for report and apply.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +20,19 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import load_llm_config
-from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.patches.llm_proposals import cached_proposals
+from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, TrialRow, load_doctor,
+                              save_run)
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.doctor import load_doctor
 from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s,
                             hide_password)
-from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds
+from infrarsi.records import Verdict
+from infrarsi.verification import Rounds, best_promoted, interleave, job_seconds
 
-RUN_FILE = "run.json"
 ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
@@ -45,99 +43,6 @@ MEASURING = ("baseline", "validation", "search")
 CLAIM = "claim"
 OUTCOME_ATTR = "outcome"
 DEFERRED_ATTR = "deferred_to"
-
-
-@dataclass(kw_only=True, slots=True)
-class TrialRow:
-    """One trial as the report lists it."""
-
-    number: int
-    kind: str
-    status: str
-    candidate: dict[str, Any]
-    step_s: float | None
-    job_s: float | None
-    peak_bytes: int | None
-    """The largest rank's."""
-    wall_s: float
-    detail: str
-    reason: str = ""
-    rank_peak_bytes: list[int] = field(default_factory=list)
-
-
-@dataclass(kw_only=True, slots=True)
-class PatchCheck:
-    name: str
-    status: str
-    """validated | the failing trial's status | skipped."""
-    reason: str
-    cost_s: float
-
-
-@dataclass(kw_only=True, slots=True)
-class RunResult:
-    status: str
-    """ok | no_promotion | searched (verify=False) | interrupted | error."""
-    message: str
-    run_id: str = ""
-    sampler: str = ""
-    storage_url: str = ""
-    """The study's storage, its password hidden (``--storage`` gives it again to reopen it)."""
-    study_name: str = ""
-    sandbox: str = ""
-    """How trials ran: ``bubblewrap`` or ``off (--no-sandbox)`` (see runner/sandbox.py)."""
-    started: str = ""
-    baseline: dict[str, Any] | None = None
-    trials: list[TrialRow] = field(default_factory=list)
-    patch_checks: list[PatchCheck] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
-    promoted: Verdict | None = None
-    noise_floor: float = 1.0
-    """Doctor's one-run floor: the smallest speedup a single trial against the baseline can trust."""
-    promotion_floor: float = PROMOTION_FLOOR
-    """What re-verification's interval must clear."""
-    search_ended: str = ""
-    """Why the search stopped asking for trials: its budget, or nothing left worth a trial."""
-    spent_s: float = 0.0
-    interrupted_s: float = 0.0
-    prior_checks: list[dict[str, Any]] = field(default_factory=list)
-    memory_prices: list[dict[str, Any]] = field(default_factory=list)
-    priors_source: str = ""
-    bank_priors: list[dict[str, Any]] = field(default_factory=list)
-    """Each prior the experience bank contributed and what this run made of it
-    (``Strategy.bank_outcomes``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["verdicts"] = [v.to_dict() for v in self.verdicts]
-        data["promoted"] = self.promoted.to_dict() if self.promoted else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        data = dict(data)
-        data["trials"] = [TrialRow(**t) for t in data.get("trials", [])]
-        data["patch_checks"] = [PatchCheck(**p) for p in data.get("patch_checks", [])]
-        data["verdicts"] = [Verdict.from_dict(v) for v in data.get("verdicts", [])]
-        data["promoted"] = Verdict.from_dict(data["promoted"]) if data.get("promoted") else None
-        return cls(**data)
-
-
-def run_path(repo: Path) -> Path:
-    return Path(repo) / STATE_DIR / RUN_FILE
-
-
-def save_run(result: RunResult, repo: Path) -> Path:
-    path = run_path(repo)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
-    tmp.replace(path)
-    return path
-
-
-def load_run(repo: Path) -> RunResult | None:
-    path = run_path(repo)
-    return RunResult.from_dict(json.loads(path.read_text())) if path.exists() else None
 
 
 class _Session:
@@ -551,6 +456,6 @@ def _summarize(session: _Session, context, result: RunResult, skipped: list[Patc
     result.spent_s = sum(s.result.wall_s for s in stored)
     result.interrupted_s = session.store.interrupted_seconds()
     history = [s.result for s in stored]
-    result.prior_checks = context.prior_checks(history)
-    result.bank_priors = context.bank_outcomes(history)
-    result.memory_prices = context.memory_prices(history)
+    result.prior_checks = [PriorCheckRow(**c) for c in context.prior_checks(history)]
+    result.bank_priors = [BankPriorRow(**b) for b in context.bank_outcomes(history)]
+    result.memory_prices = [MemoryPriceRow(**p) for p in context.memory_prices(history)]

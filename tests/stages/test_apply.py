@@ -14,7 +14,7 @@ import pytest
 from infrarsi.cli import main
 from infrarsi.contract import load_contract
 from infrarsi.stages.apply import apply
-from infrarsi.stages.run import load_run, save_run
+from infrarsi.records import load_run, save_run
 from infrarsi.stages.verify import recorded_speedup
 from tests.stages.conftest import BEST, git_state, tree_digest
 
