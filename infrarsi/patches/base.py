@@ -23,7 +23,7 @@ from libcst.codemod import (
 from libcst.metadata import CodeRange, PositionProvider
 
 from infrarsi.contract import Knob
-from infrarsi.runner.result import Hunk
+from infrarsi.hunk import Hunk
 
 APPLIED = "applied"
 SKIPPED = "skipped"

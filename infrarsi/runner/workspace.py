@@ -28,7 +28,10 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract, KnobValue
 from infrarsi.runner import sandbox
-from infrarsi.runner.result import Hunk
+from infrarsi.hunk import Hunk
+from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
+from infrarsi.knobs.rewrite import set_defaults
+from infrarsi.patches import apply_patches
 
 SKIPPED_DIRS = frozenset({".git", STATE_DIR, "__pycache__"})
 # Files up to this size are kept in memory for diffs; larger ones (data, checkpoints) are
@@ -189,10 +192,6 @@ class Workspace:
 
     def apply_patches(self, names: tuple[str, ...], contract: Contract) -> tuple[str, bool] | None:
         """Apply the named patches to the copy. On failure: (reason, whether it broke the scope)."""
-        try:
-            from infrarsi.patches import apply_patches
-        except ImportError as err:
-            return f"patches {list(names)} requested but the patch library cannot be loaded: {err}", False
         leaving = [rel for rel in contract.scope.editable if self.writable_path(rel) is None]
         if leaving:
             return f"editable {leaving[0]} is a link to outside the repository: patches are not written through it", True
@@ -213,11 +212,6 @@ class Workspace:
         """Write flag-less knob values into their defining files; a reason when it cannot."""
         if not by_file:
             return None
-        try:
-            from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
-            from infrarsi.knobs.rewrite import set_defaults
-        except ImportError as err:
-            return f"knobs {sorted(k for v in by_file.values() for k in v)} need a source rewrite: {err}"
         for rel, values in by_file.items():
             path = self.writable_path(rel)
             if path is None:
