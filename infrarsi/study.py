@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 
 from infrarsi.contract import Contract
 from infrarsi.records.files import study_path
+from infrarsi.settings import PATCH_PREFIX
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
@@ -37,7 +38,6 @@ optuna.logging.set_verbosity(logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
 
-PATCH_PREFIX = "patch:"
 RESULT_ATTR = "result"
 INTERRUPTED_ATTR = "interrupted_s"
 KIND_ATTR = "kind"

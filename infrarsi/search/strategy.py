@@ -28,6 +28,7 @@ from infrarsi.search.history import best_ok, distinct, failed_keys, measured_fas
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
+from infrarsi.settings import Setting
 from infrarsi.verification import ahead_of_baseline
 
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
@@ -189,10 +190,10 @@ class Strategy:
             # A setting no trial held has only the ridge's shrunk zero to show: not a finding.
             if check.quantity != "time" or not math.isfinite(check.observed) or check.n_trials == 0:
                 continue
-            name, _, value = check.key.partition("=")
-            role = "patch" if check.key.startswith("patch:") else self.contract.knob(name).role
-            baseline = "off" if role == "patch" else self.contract.knob(name).default
-            effects.append(EffectFinding(key=check.key, role=role, value=value or "on", baseline=baseline,
+            setting = Setting.parse(check.key)
+            role = "patch" if setting.patch else self.contract.knob(setting.name).role
+            baseline = "off" if setting.patch else self.contract.knob(setting.name).default
+            effects.append(EffectFinding(key=check.key, role=role, value=setting.value or "on", baseline=baseline,
                                          time_log=check.observed, time_sd=max(check.observed_sd, 1e-3),
                                          n=check.n_trials, noise_cv=self.noise_cv or None))
         verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from infrarsi import noise
+from infrarsi import batch, noise
 from infrarsi.contract import STATE_DIR, Contract, KnobValue, require_intact, save_contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.flops import flops_per_token_from_facts
@@ -149,16 +149,16 @@ def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
     default = int(knob.default)
     accum = contract.by_role("grad_accum")
     ranks = int(next((k.default for k in contract.by_role("nproc_per_node")), 1)) or 1
-    per_rank = contract.workload.global_batch // ranks
+    per_rank = batch.per_rank(contract.workload.global_batch, ranks)
     choices = sorted(
-        (int(v) for v in knob.domain if int(v) != default and int(v) > 0 and per_rank % int(v) == 0),
+        (int(v) for v in knob.domain if int(v) != default and int(v) > 0 and batch.divides(per_rank, int(v))),
         key=lambda v: (abs(math.log(v / default)), v),
     )
     if not choices:
         return {}
     values: dict[str, KnobValue] = {knob.name: choices[0]}
     if accum:
-        values[accum[0].name] = per_rank // choices[0]
+        values[accum[0].name] = batch.accumulation(per_rank, choices[0])
     return values
 
 

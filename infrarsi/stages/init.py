@@ -28,6 +28,7 @@ from pathlib import Path
 import libcst as cst
 import psutil
 
+from infrarsi import batch
 from infrarsi.codemods.insert_probe import probe_diff
 from infrarsi.contract import (
     Contract,
@@ -323,7 +324,7 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None) -> 
     if not facts.global_batch_knob:
         if micro and accum:
             # nanoGPT: the global batch is micro-batch x accumulation (one process); the search keeps the product.
-            facts.global_batch = micro[0].default * accum[0].default
+            facts.global_batch = batch.global_batch(micro[0].default, accum[0].default)
         elif micro:
             # A micro-batch with nothing to accumulate over is the global batch: it defines the workload.
             roles[micro[0].name] = "workload"

@@ -11,6 +11,7 @@ import math
 
 from infrarsi.contract import Knob, KnobValue
 from infrarsi.records import RunResult
+from infrarsi.settings import patch_key, setting_key
 from infrarsi.units import MIB
 
 
@@ -66,8 +67,8 @@ def patch_status(run: RunResult | None, name: str) -> str:
     if promoted is not None and name in promoted.candidate.patches:
         parts.append(f"verified in run {run_id}: part of the promoted candidate, {promoted_speedup(run)}")
     check = next((c for c in run.patch_checks if c.name == name), None)
-    effect = time_effect(run, f"patch:{name}")
-    price = memory_price(run, f"patch:{name}")
+    effect = time_effect(run, patch_key(name))
+    price = memory_price(run, patch_key(name))
     if check is not None and check.status not in ("validated", "skipped"):
         parts.append(f"failed validation in run {run_id}: {check.status}")
     elif check is not None and check.status == "skipped":
@@ -82,7 +83,7 @@ def setting_lines(run: RunResult, knob: Knob) -> list[str]:
     """One line per value of the knob that the run measured: time effect and memory price."""
     out = []
     for value in knob.domain:
-        key = f"{knob.name}={value}"
+        key = setting_key(knob.name, value)
         found = [p for p in (time_effect(run, key), memory_price(run, key)) if p]
         if found:
             out.append(f"{knob.name}={value}: " + ", ".join(found))
