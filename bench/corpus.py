@@ -18,6 +18,8 @@ FLOP count, peak memory, and the status of each stage (with the reason when one 
 
 from __future__ import annotations
 
+from infrarsi.units import GIB, MIB
+
 import argparse
 import json
 import os
@@ -79,7 +81,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 def _gib(n: float | None) -> str:
-    return "—" if not n else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+    return "—" if not n else f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
 
 
 def _rate(doctor: dict, trial: dict) -> str:

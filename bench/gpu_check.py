@@ -47,10 +47,10 @@ from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.report.model import candidate_peak
 from infrarsi.runner.result import Candidate
 from infrarsi.records import DoctorReport, HardwareFingerprint
+from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-GIB = 2**30
 TABLE = "gpu_check.md"
 ARCHIVE = "gpu_check.tar.gz"
 LOG_BYTES = 256 * 1024

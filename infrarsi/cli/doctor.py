@@ -12,6 +12,7 @@ from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_j
 from infrarsi.contract import ContractError
 from infrarsi.records import DoctorError, DoctorReport, doctor_path
 from infrarsi.stages.doctor import doctor
+from infrarsi.units import GIB
 
 BAR_WIDTH = 30
 
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
+    return f"{n / GIB:.2f} GiB"
 
 
 def render(report: DoctorReport, repo: Path) -> None:

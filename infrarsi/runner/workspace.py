@@ -32,12 +32,13 @@ from infrarsi.hunk import Hunk
 from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.patches import apply_patches
+from infrarsi.units import GIB, MIB
 
 SKIPPED_DIRS = frozenset({".git", STATE_DIR, "__pycache__"})
 # Files up to this size are kept in memory for diffs; larger ones (data, checkpoints) are
 # compared by size and modification time only.
-SNAPSHOT_BYTES = 1 << 20
-OUTSIDE_COPY_BYTES = 1 << 30
+SNAPSHOT_BYTES = MIB
+OUTSIDE_COPY_BYTES = GIB
 """The most a link to outside the repo may hold to be copied into each trial's workspace."""
 HOME_DIR = ".trial-home"
 """The trial's private home, next to the copy in the workspace directory."""
@@ -140,8 +141,8 @@ class Workspace:
         size = _tree_bytes(resolved)
         if size > OUTSIDE_COPY_BYTES:
             raise WorkspaceError(
-                f"{rel_link} is a link to {resolved} outside the repository, holding {size / 2**30:.1f} GiB "
-                f"(more than {OUTSIDE_COPY_BYTES / 2**30:.0f} GiB to copy into every trial): declare it in the "
+                f"{rel_link} is a link to {resolved} outside the repository, holding {size / GIB:.1f} GiB "
+                f"(more than {OUTSIDE_COPY_BYTES / GIB:.0f} GiB to copy into every trial): declare it in the "
                 "contract's [sandbox] read_only to mount it read-only instead")
         if resolved.is_dir():
             shutil.copytree(resolved, dest, symlinks=False)

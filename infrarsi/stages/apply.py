@@ -21,6 +21,7 @@ from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.runner.result import Candidate
 from infrarsi.records import RunResult, load_run
 from infrarsi.verification import Verdict
+from infrarsi.units import MIB
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """What stages/run.py's new_run_id writes."""
@@ -90,7 +91,7 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
         lines.append(f"  loss: max |candidate - baseline| = {verdict.max_loss_diff:.2e} over {contract.loss.compare_steps} steps "
                      f"(tolerance {contract.loss.tolerance:.1e})")
     if verdict.peak_bytes:
-        lines.append(f"  peak memory {verdict.peak_bytes / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB)")
+        lines.append(f"  peak memory {verdict.peak_bytes / MIB:.0f} MiB (budget {budget / MIB:.0f} MiB)")
     lines.append(f"  trials: {len(run.trials)} ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))}), "
                  f"{run.spent_s:.0f} s of trials")
     if flags:

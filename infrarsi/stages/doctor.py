@@ -36,6 +36,7 @@ from infrarsi.records.doctor import (BaselineRun, DoctorError, DoctorReport, Eff
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.units import GIB
 
 PHASE_TOLERANCE = 0.10
 """The probe's phases must cover the step time within this fraction for the split to be trusted."""
@@ -71,7 +72,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
                 f"log: {result.log_path}"
             )
         on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {result.step_time * 1000:.1f} ms, "
-                                        f"peak {(result.peak_bytes or 0) / 2**30:.2f} GiB, {result.wall_s:.1f} s"))
+                                        f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
         runs.append(result)
     contract = with_measured_workload(contract, runs)
 

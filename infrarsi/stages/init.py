@@ -49,6 +49,7 @@ from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
 from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.source import DiscoveryError, dotted, parse, python_files, read_text, walk
+from infrarsi.units import GIB, MIB
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10
@@ -542,18 +543,18 @@ def _default_budget(repo: Path, device: str, warnings: list[str]) -> int:
     for readme in sorted(repo.glob("README*")):
         match = _README_BUDGET.search(readme.read_text(errors="replace"))
         if match:
-            return int(match.group(1)) * 2**20
+            return int(match.group(1)) * MIB
     if device == "cuda":
         import torch
 
         total = torch.cuda.get_device_properties(0).total_memory
-        warnings.append(f"memory budget: {BUDGET_FRACTION:.0%} of the card ({total / 2**30:.1f} GiB); set --budget-gib to change")
+        warnings.append(f"memory budget: {BUDGET_FRACTION:.0%} of the card ({total / GIB:.1f} GiB); set --budget-gib to change")
         return int(total * BUDGET_FRACTION)
     import psutil
 
     available = psutil.virtual_memory().available
     warnings.append(
-        f"memory budget: {BUDGET_FRACTION:.0%} of the available RAM ({available / 2**30:.1f} GiB); set --budget-gib to change"
+        f"memory budget: {BUDGET_FRACTION:.0%} of the available RAM ({available / GIB:.1f} GiB); set --budget-gib to change"
     )
     return int(available * BUDGET_FRACTION)
 
