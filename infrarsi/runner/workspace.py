@@ -204,9 +204,7 @@ class Workspace:
             return f"applying patches {list(names)} raised {type(err).__name__}: {err}", False
         for outcome in outcomes:
             if outcome.status == "failed":
-                reason = outcome.reason or "no reason given"
-                # The patch library marks refusals on scope grounds with this prefix.
-                return f"patch {outcome.name} failed: {reason}", reason.startswith("contract:")
+                return f"patch {outcome.name} failed: {outcome.reason or 'no reason given'}", outcome.breaks_contract
         return None
 
     def write_knobs(self, by_file: dict[str, dict[str, KnobValue]]) -> str | None:
