@@ -28,8 +28,7 @@ from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
-from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s,
-                            hide_password)
+from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, hide_password)
 from infrarsi.records import Verdict
 from infrarsi.verification import Rounds, best_promoted, interleave, job_seconds
 
@@ -87,7 +86,7 @@ class _Session:
                 and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
 
     def grace_s(self) -> float:
-        return grace_period_s(self.store.study._storage)
+        return self.store.grace_s()
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", exclusive: tuple[str, ...] = ()) -> TrialResult | None:
@@ -379,18 +378,18 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
                     _wait_for_running(session)
                     _verify(session, context, result)
             except BaseException:
-                store.study.tell(claim, state=TrialState.FAIL)
+                store.close(claim, TrialState.FAIL)
                 raise
             claim.set_user_attr(OUTCOME_ATTR, {
                 "status": result.status, "message": result.message,
                 "verdicts": [v.to_dict() for v in result.verdicts],
                 "promoted": result.promoted.to_dict() if result.promoted else None,
             })
-            store.study.tell(claim, state=TrialState.PRUNED)
+            store.close(claim, TrialState.PRUNED)
             session.verified_here = True
             return
         claim.set_user_attr(DEFERRED_ATTR, winner.number)
-        store.study.tell(claim, state=TrialState.PRUNED)
+        store.close(claim, TrialState.PRUNED)
         outcome = _wait_for_outcome(session)
         if outcome is not None:
             number, data = outcome
