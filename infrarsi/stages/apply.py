@@ -20,6 +20,7 @@ from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.runner.result import Candidate
 from infrarsi.records import RunResult, load_run
+from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.verification import Verdict
 from infrarsi.units import MIB
 
@@ -183,6 +184,7 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
                 return ApplyResult(status="dry_run", message="dry run: nothing written", base=base, diff=diff,
                                    paths=changed, flags=flags, commit_message=message)
             sha = vcs.commit_on_branch(checkout, place, changed, message, branch)
+        vcs.add_note(place, sha, CommitEvidence.of(run, verdict).to_json(), NOTES_REF)
     except git.GitCommandError as err:
         return ApplyResult(status="error", message=f"git failed: {err.stderr.strip() or err}")
     except vcs.HookRefused as err:  # the user's pre-commit or commit-msg hook said no

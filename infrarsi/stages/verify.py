@@ -7,7 +7,6 @@ exits non-zero when the recorded speedup no longer holds.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -17,13 +16,11 @@ from infrarsi import vcs
 from infrarsi.contract import STATE_DIR, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
+from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.verification import Rounds, job_seconds
-
-RECORDED = re.compile(r"infrarsi: (?P<point>[0-9.]+)x faster training job \(95% CI (?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\)")
-
 
 @dataclass(kw_only=True, slots=True)
 class VerifyResult:
@@ -33,7 +30,7 @@ class VerifyResult:
     base: str = ""
     rev: str = ""
     recorded: tuple[float, float, float] | None = None
-    """(point, low, high) from the commit message, when it is an InfraRSI commit."""
+    """(point, low, high) from the commit's evidence note, when ``apply`` made it."""
     speedup: tuple[float, float, float] | None = None
     floor: float = PROMOTION_FLOOR
     """What the speedup's interval must clear (see ``infrarsi.noise``)."""
@@ -48,9 +45,11 @@ class VerifyResult:
         return asdict(self)
 
 
-def recorded_speedup(message: str) -> tuple[float, float, float] | None:
-    match = RECORDED.search(message)
-    return (float(match["point"]), float(match["low"]), float(match["high"])) if match else None
+def recorded_speedup(place: vcs.GitPlace, sha: str) -> tuple[float, float, float] | None:
+    """The speed-up ``apply`` recorded beside the commit; None for a commit it did not make."""
+    note = vcs.read_note(place, sha, NOTES_REF)
+    evidence = CommitEvidence.from_json(note) if note is not None else None
+    return evidence.job_speedup if evidence is not None else None
 
 
 def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSink = ignore,
@@ -72,7 +71,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     if not base:
         return VerifyResult(status="error", message=f"{rev} has no parent and the contract records no base commit")
     result = VerifyResult(status="failed", message="", base=base, rev=commit.hexsha,
-                          recorded=recorded_speedup(commit.message), sandbox=mode_words(sandbox))
+                          recorded=recorded_speedup(place, commit.hexsha), sandbox=mode_words(sandbox))
     planned = contract.workload.planned_steps
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
