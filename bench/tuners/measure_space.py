@@ -40,7 +40,7 @@ from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import doctor
-from infrarsi.stages.run import _numerics_by_design
+from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.units import MIB
 
 from bench.tuners.fixture import ROOT, SPACES, budget_mib, prepare
@@ -169,7 +169,7 @@ def main() -> None:
                 conditions = wait_quiet(args.quiet_cores, args.max_wait_s)
                 result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=cand, timeout_s=table["timeout_s"],
                                              steps=table["made"]["short_steps"] if row["short"] else None,
-                                             numerics_by_design=_numerics_by_design(cand),
+                                             numerics_by_design=numerics_by_design(cand),
                                              log_dir=Path(tmp) / "logs" / f"{round_}-{i}"))
                 row["runs"].append(run_row(result, conditions))
                 table["model_facts"] = table["model_facts"] or dict(result.model_facts)

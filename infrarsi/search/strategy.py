@@ -18,8 +18,9 @@ import optuna
 
 from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
-from infrarsi.llm import load_llm_config
+from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
+from infrarsi.records import DoctorReport
 from infrarsi.priors.types import Prior, neutral_prior, patch_key
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
@@ -224,13 +225,14 @@ def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
     return out
 
 
-def make_strategy(name: str, *, repo: Path, contract: Contract, doctor, seed: int = 0,
+def make_strategy(name: str, *, repo: Path, contract: Contract, doctor: DoctorReport, seed: int = 0,
+                  llm: LLMConfig | None = None,
                   bank_url: str | None = None, use_bank: bool = True) -> Strategy:
     """Priors from the configured provider (LLM or built-in), revised by the bank's findings; bank seeds."""
     hardware = doctor.hardware
     context = PriorContext(contract=contract, hardware=hardware, doctor=doctor.to_dict(),
                            sources=_editable_sources(repo, contract), patches=_patch_priors(contract.memory.device))
-    answer = default_provider(load_llm_config(repo)).priors(context)
+    answer = default_provider(llm if llm is not None else load_llm_config(repo)).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
     strategy = Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
                         hardware=hardware, noise_cv=doctor.noise.effective_cv, min_speedup=doctor.noise.min_speedup)

@@ -19,8 +19,9 @@ from optuna.trial import TrialState
 from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.llm import load_llm_config
+from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches.llm_proposals import cached_proposals
+from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, TrialRow, load_doctor,
                               save_run)
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
@@ -106,7 +107,7 @@ class _Session:
             candidate=candidate,
             abort_step_time=abort_step_time,
             timeout_s=self.timeout_s,
-            numerics_by_design=_numerics_by_design(candidate),
+            numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
             reference_checksum=self.reference_checksum,
         )
@@ -126,12 +127,6 @@ class _Session:
                             data={"number": trial.number, "kind": kind, "status": result.status.value,
                                   "candidate": candidate.to_dict(), "step_s": result.step_time, "wall_s": result.wall_s}))
         return result
-
-
-def _numerics_by_design(candidate: Candidate) -> bool:
-    """bf16 or a patch declared to change numerics: judged against the looser, declared tolerance."""
-    by_patch = any(getattr(patch_library.REGISTRY.get(p), "numerics_by_design", False) for p in candidate.patches)
-    return by_patch or any(str(v) in ("bfloat16", "float16", "bf16", "fp16") for v in candidate.knobs.values())
 
 
 def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
@@ -169,7 +164,8 @@ def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) 
 
 
 def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: str = "faster",
-                        doctor: dict[str, Any] | None = None) -> tuple[list[str], list[PatchCheck]]:
+                        doctor: dict[str, Any] | None = None,
+                        llm: LLMConfig | None = None) -> tuple[list[str], list[PatchCheck]]:
     names, skipped = [], []
     found = {name for name, _site in patch_library.find_sites(repo, contract)}
     for name, patch in patch_library.REGISTRY.items():
@@ -179,7 +175,7 @@ def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: st
             skipped.append(PatchCheck(name=name, status="skipped", reason="GPU-only patch on a CPU run", cost_s=0.0))
         else:
             names.append(name)
-    llm = load_llm_config(repo)
+    llm = llm if llm is not None else load_llm_config(repo)
     if llm.configured:  # proposals go through the same one-time validation as library patches
         proposals = cached_proposals(repo, contract, doctor, goal, llm)
         names += proposals.names
@@ -236,15 +232,16 @@ def run(
     problem = bwrap_problem() if sandbox else None
     if problem:
         return RunResult(status="error", message=problem, sandbox=mode_words(sandbox))
-    for warning in load_llm_config(repo).warnings:
+    llm = load_llm_config(repo)  # read once: the proposals and the priors get this one
+    for warning in llm.warnings:
         on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     doctor = load_doctor(repo)
     if doctor is None:
         return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
     device = contract.memory.device
-    patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict())
+    patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict(), llm=llm)
     storage_url = storage or default_storage_url(repo)
-    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed,
+    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed, llm=llm,
                            bank_url=bank_url, use_bank=use_bank)
     shown_url = hide_password(storage_url)
     try:
