@@ -15,12 +15,12 @@ from infrarsi.records.doctor import DoctorError, DoctorReport, load_doctor, save
 from infrarsi.records.files import DOCTOR_FILE, RUN_FILE, STUDY_FILE, doctor_path, record_paths, run_path, study_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.records.run import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunRecordError, RunResult,
-                                  TrialRow, load_run, save_run)
+                                  RunStatus, TrialRow, load_run, save_run)
 from infrarsi.records.verdict import Verdict
 
 __all__ = [
     "BankPriorRow", "DOCTOR_FILE", "DoctorError", "DoctorReport", "HardwareFingerprint", "MemoryPriceRow",
-    "PatchCheck", "PeakFlops", "PriorCheckRow", "RUN_FILE", "RunRecordError", "RunResult", "STUDY_FILE", "TrialRow",
+    "PatchCheck", "PeakFlops", "PriorCheckRow", "RUN_FILE", "RunRecordError", "RunResult", "RunStatus", "STUDY_FILE", "TrialRow",
     "Verdict", "doctor_path", "load_doctor", "load_run", "record_paths", "run_path", "save_doctor", "save_run",
     "study_path",
 ]

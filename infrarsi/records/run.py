@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,18 @@ from infrarsi.records.verdict import Verdict
 
 RUN_SCHEMA_VERSION = 1
 """A run.json without the field was written before it had one: the same layout."""
+
+
+class RunStatus(StrEnum):
+    """How a run ended (a ``str``: run.json and comparisons with the plain words keep working)."""
+
+    OK = "ok"
+    """A candidate was promoted."""
+    NO_PROMOTION = "no_promotion"
+    SEARCHED = "searched"
+    """The search ran and nothing was re-verified (``verify=False``)."""
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
 
 
 class RunRecordError(ValueError):
@@ -106,8 +119,7 @@ def _rows(cls, items: list) -> list:
 
 @dataclass(kw_only=True, slots=True)
 class RunResult:
-    status: str
-    """ok | no_promotion | searched (verify=False) | interrupted | error."""
+    status: RunStatus
     message: str
     run_id: str = ""
     sampler: str = ""
@@ -152,6 +164,7 @@ class RunResult:
         if version != RUN_SCHEMA_VERSION:
             raise RunRecordError(f"run.json has schema {version!r}, this InfraRSI reads {RUN_SCHEMA_VERSION}; "
                                  "run `infrarsi run` again")
+        data["status"] = RunStatus(data["status"])
         data["trials"] = [TrialRow(**t) for t in data.get("trials", [])]
         data["patch_checks"] = [PatchCheck(**p) for p in data.get("patch_checks", [])]
         data["verdicts"] = [Verdict.from_dict(v) for v in data.get("verdicts", [])]

@@ -19,7 +19,7 @@ from infrarsi.records import DoctorError, load_doctor
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.report import ReportResult, report
-from infrarsi.records import RunResult
+from infrarsi.records import RunResult, RunStatus
 from infrarsi.stages.run import run
 
 DEFAULT_TRIALS = 20
@@ -109,7 +109,7 @@ def optimize(
         result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, use_bank=use_bank,
                          on_event=on_event, sandbox=sandbox)
         result.stages.append("run")
-        if result.run.status in ("error", "interrupted"):
+        if result.run.status in (RunStatus.ERROR, RunStatus.INTERRUPTED):
             result.status, result.message = result.run.status, result.run.message
             return result
         result.report = report(repo, storage=storage)

@@ -22,8 +22,8 @@ from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.patches.numerics import numerics_by_design
-from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, TrialRow, load_doctor,
-                              save_run)
+from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, RunStatus, TrialRow,
+                              load_doctor, save_run)
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -225,19 +225,19 @@ def run(
     every method's pick against its measured table instead of re-verifying each."""
     repo = Path(repo).resolve()
     if sampler not in SAMPLERS:
-        return RunResult(status="error", message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        return RunResult(status=RunStatus.ERROR, message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if trials is None and minutes is None:
         trials = 20
     contract = require_intact(repo)
     problem = bwrap_problem() if sandbox else None
     if problem:
-        return RunResult(status="error", message=problem, sandbox=mode_words(sandbox))
+        return RunResult(status=RunStatus.ERROR, message=problem, sandbox=mode_words(sandbox))
     llm = load_llm_config(repo)  # read once: the proposals and the priors get this one
     for warning in llm.warnings:
         on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     doctor = load_doctor(repo)
     if doctor is None:
-        return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
+        return RunResult(status=RunStatus.ERROR, message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
     device = contract.memory.device
     patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict(), llm=llm)
     storage_url = storage or default_storage_url(repo)
@@ -249,10 +249,10 @@ def run(
                                 oom_as_constraint=context.oom_as_constraint)
     except sqlalchemy.exc.SQLAlchemyError as err:
         why = str(err.orig if getattr(err, "orig", None) else err).strip().splitlines()[0]
-        return RunResult(status="error", message=f"the study storage {shown_url} cannot be opened: "
+        return RunResult(status=RunStatus.ERROR, message=f"the study storage {shown_url} cannot be opened: "
                                                  f"{_without(why, storage_url, shown_url)}", sandbox=mode_words(sandbox))
     store.fail_stale()
-    result = RunResult(status="ok", message="", run_id=new_run_id(), sampler=sampler, storage_url=shown_url,
+    result = RunResult(status=RunStatus.OK, message="", run_id=new_run_id(), sampler=sampler, storage_url=shown_url,
                        study_name=store.study.study_name, started=dt.datetime.now().isoformat(timespec="seconds"),
                        noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source,
                        sandbox=mode_words(sandbox))
@@ -266,16 +266,16 @@ def run(
         if verify:
             _conclude(session, context, result)
         else:
-            result.status, result.message = "searched", f"search ended ({result.search_ended}); not re-verified"
+            result.status, result.message = RunStatus.SEARCHED, f"search ended ({result.search_ended}); not re-verified"
     except _Stop as stop:
-        result.status = "error"
+        result.status = RunStatus.ERROR
         result.message = str(stop)
     except KeyboardInterrupt:
-        result.status = "interrupted"
+        result.status = RunStatus.INTERRUPTED
         result.message = "interrupted: every finished trial is kept in the study; run again to continue"
     _summarize(session, context, result, skipped)
     save_run(result, repo)
-    if result.status in ("ok", "no_promotion") and session.verified_here:  # one worker per round records it
+    if result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here:  # one worker per round records it
         context.record_findings(result, store.history())
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
@@ -390,7 +390,7 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
         outcome = _wait_for_outcome(session)
         if outcome is not None:
             number, data = outcome
-            result.status = data["status"]
+            result.status = RunStatus(data["status"])
             result.message = f"verified by another worker (study trial {number}): {data['message']}"
             result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
             result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
@@ -425,7 +425,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
     history = session.store.history()
     top = context.to_verify(history, VERIFY_TOP)
     if not top:
-        result.status = "no_promotion"
+        result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
         return
     contract = session.contract
@@ -439,7 +439,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
         lo = result.promoted.job_speedup[1]
         result.message = f"promoted: {result.promoted.job_speedup[0]:.2f}x faster (95% CI low {lo:.2f}x)"
     else:
-        result.status = "no_promotion"
+        result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate cleared the promotion floor in re-verification"
 
 
