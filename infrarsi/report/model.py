@@ -17,11 +17,10 @@ from typing import Any
 from infrarsi.contract import Contract, KnobValue
 from infrarsi.flops import mfu
 from infrarsi.datasheet import datasheet_peak, matmul_dtype
-from infrarsi.records import PeakFlops
 from infrarsi.launcher.settings import settings_env
 from infrarsi.runner.command import build_argv
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.records import DoctorReport, PatchCheck, PriorCheckRow, RunResult, Verdict
+from infrarsi.records import DoctorReport, MemoryPriceRow, PatchCheck, PeakFlops, PriorCheckRow, RunResult, Verdict
 from infrarsi.study import StoredTrial
 from infrarsi.verification import job_seconds
 
@@ -106,15 +105,6 @@ class Audit:
 
 
 @dataclass(kw_only=True, slots=True)
-class PriceLine:
-    key: str
-    log_effect: float
-    log_sd: float
-    pct: float
-    bytes_at_baseline: float
-
-
-@dataclass(kw_only=True, slots=True)
 class PriorLine:
     key: str
     quantity: str
@@ -185,7 +175,7 @@ class Report:
     """Wall seconds of every trial that did not end ok, plus interrupted seconds."""
     patch_checks: list[PatchCheck]
     audits: list[Audit]
-    memory_prices: list[PriceLine]
+    memory_prices: list[MemoryPriceRow]
     prior_checks: list[PriorLine]
     bank_priors: list[BankLine] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -377,8 +367,7 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         failed_s=sum(line.wall_s for line in lines if line.status in FAILED) + run.interrupted_s,
         patch_checks=list(run.patch_checks),
         audits=[_audit(v, contract, trials, run.promoted) for v in run.verdicts],
-        memory_prices=[PriceLine(key=p.key, log_effect=p.log_effect, log_sd=p.log_sd, pct=p.pct,
-                                 bytes_at_baseline=p.bytes_at_baseline) for p in run.memory_prices],
+        memory_prices=list(run.memory_prices),
         prior_checks=[_prior_line(p) for p in run.prior_checks],
         bank_priors=[BankLine(**{f: getattr(b, f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
         notes=notes,
