@@ -23,6 +23,7 @@ from scipy.special import ndtr
 
 from infrarsi.runner.result import TrialResult, TrialStatus
 from infrarsi.search.effects import SettingPriors, coefficient_prior, loosened, setting_priors
+from infrarsi.search.memory_curve import refit_untried
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.truncated import mean_above, tail_terms
@@ -112,17 +113,24 @@ class MemoryModel:
         return self.fit_arrays(X, y, censored)
 
     def _revised_prior(self, X: np.ndarray) -> SettingPriors:
-        """The setting priors, except those a data-only fit contradicts (the rule of
-        ``prior_check``): their mean is dropped and their sd widened to hold what the data show.
-        Every compile=True trial OOMing while compile's prior says "no memory change" must
-        move compile's price, not spread the blame over micro-batch and patches."""
+        """The setting priors, revised by a data-only fit: those it contradicts (the rule of
+        ``prior_check``) lose their mean and widen to hold what the data show (every compile=True
+        trial OOMing while compile's prior says "no memory change" must move compile's price, not
+        spread the blame over micro-batch and patches); and a power-of-two knob's untried values
+        follow its curve through the measured ones (``memory_curve``)."""
         self.contradicted = set()
-        if not self.setting_prior.known.any():
-            return self.setting_prior
         effects, sds = MemoryModel(self.space).fit_arrays(X, self.data.y, self.data.censored).setting_effects()
         revised, hit = loosened(self.setting_prior, self.data.indicator, effects, sds, known_only=True)
         self.contradicted = {k for k, h in zip(self.space.setting_keys, hit) if h}
-        return revised
+        # The curve goes through effects fitted with the other settings' priors: trials that move
+        # several knobs at once leave a data-only fit unable to tell their prices apart.
+        self._use_prior(revised)
+        effects, sds = self.fit_arrays(X, self.data.y, self.data.censored).setting_effects()
+        mean, sd, known = revised.mean.copy(), revised.sd.copy(), revised.known.copy()
+        peaks = self.data.indicator[~self.data.censored].sum(axis=0) > 0
+        refit_untried(mean, sd, known, [self.space.knob_of(k) for k in self.space.setting_keys],
+                      self.space.setting_log2, peaks, effects, sds)
+        return SettingPriors(mean, sd, known)
 
     def _unpack(self, theta: np.ndarray) -> tuple[float, np.ndarray, float]:
         return theta[0], theta[1:-1], theta[-1]

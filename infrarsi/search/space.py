@@ -104,7 +104,9 @@ class SearchSpace:
         self.setting_dims = [self._dim_of(self.knob_of(key)) for key in self.setting_keys]
         """The dimension each setting moves: its knob, ``patch:name``, or ``coupled`` for the group."""
         log2 = np.array([c.kind == "log2" for c in self.columns], dtype=bool)
-        self.setting_sides = np.sign(self.setting_deltas[:, log2].sum(axis=1)).astype(int).tolist()
+        self.setting_log2 = self.setting_deltas[:, log2].sum(axis=1)
+        """log2(value / default) of each setting of a power-of-two knob; 0 for every other setting."""
+        self.setting_sides = np.sign(self.setting_log2).astype(int).tolist()
         """-1 / +1 where a power-of-two knob's value lies below / above its default (the sign of its
         log2 column); 0 where a setting's values have no order (categories, booleans, patches)."""
         self._key_index = {key: i for i, key in enumerate(self.setting_keys)}
