@@ -98,7 +98,7 @@ def _workload(bank: ExperienceBank, repo: Path) -> WorkloadView:
         from infrarsi.hardware import fingerprint
 
         hardware = fingerprint()
-    signature = WorkloadSignature.from_contract(contract, getattr(doctor, "model_facts", {}) or {})
+    signature = WorkloadSignature.from_contract(contract, doctor.model_facts if doctor is not None else {})
     similarity = bank.similar_runs(signature)
     table = bank.priors_for(signature, hardware.id, baselines=contract.defaults())
     priors = [{"key": k, "factor": p.time_factor, "low": math.exp(p.time_log_mean - p.time_log_sd),

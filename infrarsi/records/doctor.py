@@ -127,6 +127,9 @@ class DoctorReport:
     param_checksum: list[float] | None = None
     """The baseline's parameters after its steps ([sum, sum of squares], float64): what a candidate
     that trains the same model ends near."""
+    model_facts: dict[str, int] = field(default_factory=dict)
+    """What the script reported of its model (``probe.model``: parameters, layers, heads…): the
+    experience bank's workload signature is built from them."""
     findings: list[str] = field(default_factory=list)
     """Where the time goes, in sentences, largest first."""
     warnings: list[str] = field(default_factory=list)
@@ -166,6 +169,7 @@ class DoctorReport:
             reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
             efficiency=Efficiency(**eff),
             param_checksum=data.get("param_checksum"),
+            model_facts={k: int(v) for k, v in data.get("model_facts", {}).items()},
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),
             wall_s=float(data.get("wall_s", 0.0)),

@@ -15,6 +15,7 @@ from typing import Any
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.records.files import run_path
 from infrarsi.records.verdict import Verdict
+from infrarsi.runner.result import TrialResult
 
 RUN_SCHEMA_VERSION = 1
 """A run.json without the field was written before it had one: the same layout."""
@@ -129,8 +130,8 @@ class RunResult:
     sandbox: str = ""
     """How trials ran: ``bubblewrap`` or ``off (--no-sandbox)`` (see runner/sandbox.py)."""
     started: str = ""
-    baseline: dict[str, Any] | None = None
-    """The baseline trial's ``TrialResult.to_dict``."""
+    baseline: TrialResult | None = None
+    """The baseline trial."""
     trials: list[TrialRow] = field(default_factory=list)
     patch_checks: list[PatchCheck] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
@@ -155,6 +156,7 @@ class RunResult:
         data = asdict(self)
         data["verdicts"] = [v.to_dict() for v in self.verdicts]
         data["promoted"] = self.promoted.to_dict() if self.promoted else None
+        data["baseline"] = self.baseline.to_dict() if self.baseline else None
         return data
 
     @classmethod
@@ -169,6 +171,7 @@ class RunResult:
         data["patch_checks"] = [PatchCheck(**p) for p in data.get("patch_checks", [])]
         data["verdicts"] = [Verdict.from_dict(v) for v in data.get("verdicts", [])]
         data["promoted"] = Verdict.from_dict(data["promoted"]) if data.get("promoted") else None
+        data["baseline"] = TrialResult.from_dict(data["baseline"]) if data.get("baseline") else None
         data["prior_checks"] = _rows(PriorCheckRow, data.get("prior_checks", []))
         data["memory_prices"] = _rows(MemoryPriceRow, data.get("memory_prices", []))
         data["bank_priors"] = _rows(BankPriorRow, data.get("bank_priors", []))

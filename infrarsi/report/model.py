@@ -262,7 +262,7 @@ def _baseline_side(run: RunResult, contract: Contract, doctor: DoctorReport, bas
         return _side(_median(verdict.base_step_s), _max_peak(reruns), _median(verdict.base_job_s),
                      len(verdict.base_step_s), "interleaved re-verification reruns", contract, doctor)
     if run.baseline is not None:
-        base = TrialResult.from_dict(run.baseline)
+        base = run.baseline
         return _side(base.step_time, base.peak_bytes, job_seconds(base, contract.workload.planned_steps), 1,
                      "the run's baseline trial", contract, doctor)
     return _side(doctor.noise.step_s, doctor.memory.peak_bytes, doctor.efficiency.projected_job_s, len(doctor.runs),
@@ -339,7 +339,7 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
     if doctor.contract_hash != contract.digest():
         notes.append("doctor.json was measured under another version of the contract: MFU and the "
                      "fallback baseline numbers may not match this workload; run `infrarsi doctor` again")
-    base_key = TrialResult.from_dict(run.baseline).candidate.key() if run.baseline else None
+    base_key = run.baseline.candidate.key() if run.baseline else None
     baseline = _baseline_side(run, contract, doctor, base_key, trials)
     promoted = _promoted_side(run.promoted, contract, doctor) if run.promoted else None
     lines = _trial_lines(run, contract)

@@ -70,7 +70,7 @@ def _patch_priors(device: str) -> dict[str, Prior | None]:
         out[name] = None if effect is None else Prior.from_factors(
             patch_key(name), time_factor=effect.time_factor, mem_factor=effect.memory_factor,
             confidence=effect.confidence, source=f"declared by patch {name}",
-            startup_s=getattr(effect, "startup_s", 0.0))
+            startup_s=effect.startup_s)
     return out
 
 
@@ -239,19 +239,18 @@ def make_strategy(name: str, *, repo: Path, contract: Contract, doctor: DoctorRe
     if use_bank:
         from infrarsi.bank import ExperienceBank, WorkloadSignature
 
-        facts = doctor.model_facts if hasattr(doctor, "model_facts") else {}
-        use_experience(strategy, ExperienceBank(bank_url), WorkloadSignature.from_contract(contract, facts))
+        use_experience(strategy, ExperienceBank(bank_url), WorkloadSignature.from_contract(contract, doctor.model_facts))
     return strategy
 
 
 def use_experience(strategy: Strategy, bank, signature) -> None:
     """Read the bank into ``strategy``: its findings combined with the priors (a finding moves a
-    belief as far as its trials deserve, ``PriorTable.combined``), and its seeds for InfraRSI."""
+    belief as far as its trials deserve, ``PriorTable.combined``), and its seeds (which only
+    InfraRSI's own sampler runs first; the peers are compared without them)."""
     strategy.bank, strategy.signature = bank, signature
     hardware_id = strategy.hardware.id
     strategy.bank_priors = bank.priors_for(signature, hardware_id, baselines=strategy.contract.defaults())
     if len(strategy.bank_priors):
         strategy.priors = strategy.priors.combined(strategy.bank_priors)
         strategy.priors_source += f" + experience bank ({len(strategy.bank_priors)} effects)"
-    if strategy.name == "infrarsi":
-        strategy.seeds = [s.candidate for s in bank.seeds(signature, hardware_id, k=BANK_SEEDS)]
+    strategy.seeds = [s.candidate for s in bank.seeds(signature, hardware_id, k=BANK_SEEDS)]

@@ -242,6 +242,7 @@ def summarize(
             for r in runs
         ],
         param_checksum=runs[0].param_checksum,
+        model_facts=dict(runs[0].model_facts),
         noise=step_noise,
         phases=phases,
         memory=memory,

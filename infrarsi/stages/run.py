@@ -120,9 +120,13 @@ def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
     """Compilation's start-up is a declared one-off cost of any size (None); other candidates
     declare none, so their start-up must stay within the baseline's noise."""
     device = contract.memory.device
+
+    def compiled(patch: str) -> bool:
+        effect = patch_library.REGISTRY[patch].prior.get(device) if patch in patch_library.REGISTRY else None
+        return effect is not None and effect.startup_s > 0
+
     compiles = any(contract.knob(k).role == "compile" and bool(v) for k, v in candidate.knobs.items()) or any(
-        getattr(patch_library.REGISTRY.get(p), "prior", {}).get(device, None) is not None
-        and patch_library.REGISTRY[p].prior[device].startup_s > 0 for p in candidate.patches)
+        compiled(p) for p in candidate.patches)
     return None if compiles else 0.0
 
 
@@ -275,7 +279,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
     base = measured[0] if measured else session.once(baseline, "baseline", reason="baseline")
     if not base.ok:
         raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
-    result.baseline = base.to_dict()
+    result.baseline = base
     # Generous: a compiled candidate pays tens of seconds of start-up before its first step.
     session.timeout_s = max(180.0, 6 * base.wall_s)
     result.patch_checks = _validate_patches(session, baseline, patch_names)

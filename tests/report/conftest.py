@@ -93,7 +93,7 @@ def build_state(repo: Path) -> RunResult:
     run = RunResult(
         status="ok" if promoted else "no_promotion",
         message=f"promoted: {promoted.job_speedup[0]:.2f}x faster" if promoted else "no candidate cleared the floor",
-        storage_url=storage, study_name=store.study.study_name, baseline=baseline.to_dict(), trials=rows,
+        storage_url=storage, study_name=store.study.study_name, baseline=baseline, trials=rows,
         patch_checks=checks, verdicts=verdicts, promoted=promoted, noise_floor=noise_floor,
         spent_s=sum(r.wall_s for r in rows), interrupted_s=store.interrupted_seconds(),
         search_ended="the budget of 12 trials", **models,

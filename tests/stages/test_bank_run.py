@@ -44,8 +44,8 @@ def attention_prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def plant_bad_findings(repo: Path, url: str) -> None:
     contract, report = load_contract(repo), load_doctor(repo)
-    # As make_strategy reads it (a doctor report holds no model facts today).
-    signature = WorkloadSignature.from_contract(contract, getattr(report, "model_facts", {}))
+    # As make_strategy reads it.
+    signature = WorkloadSignature.from_contract(contract, report.model_facts)
     with ExperienceBank(url) as bank:
         bank.record_run(signature=signature, hardware_id=report.hardware.id, hardware=report.hardware.describe(),
                         effects=[

@@ -150,6 +150,8 @@ def test_summarize_computes_mfu_from_model_facts_and_the_peak(tmp_path):
     assert report.phases.covered and report.efficiency.projected_job_s == pytest.approx(3.0 + 1000 * 1.0)
     round_trip = type(report).from_dict(json.loads(json.dumps(report.to_dict())))
     assert round_trip == report
+    # The facts travel with the record: the experience bank's signature is built from them.
+    assert round_trip.model_facts == facts
 
 
 def test_mfu_uses_the_counted_flops_and_keeps_6n_as_the_cross_check(tmp_path):

@@ -145,7 +145,7 @@ def test_stopping_and_rerunning_continues_the_same_study(paced_run, tmp_path):
     new = after[len(before):]
     # The baseline is not rerun: the stored one is reused; three search trials, then re-verification.
     assert [s.kind for s in new if s.kind != "verification"] == ["search"] * 3
-    assert again.baseline == next(s.result for s in before if s.kind == "baseline").to_dict()
+    assert again.baseline.to_dict() == next(s.result for s in before if s.kind == "baseline").to_dict()
     # The new proposals saw the first run's trials: none repeats a configuration already tried.
     tried = {s.result.candidate.key() for s in before if s.kind in ("baseline", "search")}
     fresh = [s.result.candidate.key() for s in new if s.kind == "search"]
