@@ -10,6 +10,7 @@ from infrarsi.cli import outcome
 from infrarsi.cli import report as report_cli
 from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
 from infrarsi.cli.init import command_cwd
+from infrarsi.records import RunStatus
 from infrarsi.stages.optimize import optimize
 
 
@@ -54,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
             "apply": None if result.apply is None else {"status": result.apply.status, "branch": result.apply.branch,
                                                         "commit": result.apply.commit, "message": result.apply.message},
         })
-    elif result.status == "error":
+    elif result.status is RunStatus.ERROR:
         err(result.message)
     else:
         for line in outcome.lines(result, console.width, str(args.path)):
@@ -62,6 +63,6 @@ def main(args: argparse.Namespace) -> int:
         if args.verbose and result.report is not None and result.report.status == "ok":
             console.print()
             report_cli.render(result.report.report)
-    if result.status == "error" and result.stages[-1:] == ["init"]:
+    if result.status is RunStatus.ERROR and result.stages[-1:] == ["init"]:
         return 2  # init's bad input: the repo or the command after --, as `infrarsi init` says it
-    return {"ok": 0, "no_promotion": 0, "interrupted": 130}.get(result.status, 1)
+    return {RunStatus.OK: 0, RunStatus.NO_PROMOTION: 0, RunStatus.INTERRUPTED: 130}.get(result.status, 1)

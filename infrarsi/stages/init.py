@@ -23,6 +23,7 @@ import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 
 import libcst as cst
@@ -67,10 +68,14 @@ BUDGET_FRACTION = 0.8
 _README_BUDGET = re.compile(r"<!--\s*infrarsi:\s*budget_mib\s*=\s*(\d+)\s*-->")
 
 
+class InitStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+
+
 @dataclass(slots=True)
 class InitResult:
-    status: str
-    """ok | error."""
+    status: InitStatus
     message: str
     contract_path: str = ""
     contract: Contract | None = None
@@ -101,7 +106,7 @@ class InitResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is InitStatus.OK
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -129,7 +134,7 @@ def init(
     inside ``repo``; default the repo root). Without it the entry point and launcher are detected."""
     repo = Path(repo)
     if not repo.is_dir():
-        return InitResult("error", f"{repo} is not a directory")
+        return InitResult(InitStatus.ERROR, f"{repo} is not a directory")
     try:
         user = _user_command(repo, command, cwd) if command is not None else None
         if user is not None and (entry is not None or launcher is not None):
@@ -138,7 +143,7 @@ def init(
         return _init(repo, user, scope, budget_bytes, entry, launcher, insert_probe, warmup_steps, measured_steps,
                      planned_steps)
     except (DiscoveryError, ContractError, CommandError) as err:
-        return InitResult("error", str(err))
+        return InitResult(InitStatus.ERROR, str(err))
 
 
 @dataclass(slots=True)
@@ -254,7 +259,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         by_role.setdefault(k.role, []).append(k.name)
     tunable = len(contract.tunable)
     return InitResult(
-        status="ok",
+        status=InitStatus.OK,
         message=(
             f"{ep.path} ({found.style}, {workload.launcher}): {len(knobs)} knobs, {tunable} tunable; "
             f"contract written to {path}"

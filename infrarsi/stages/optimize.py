@@ -27,7 +27,7 @@ DEFAULT_TRIALS = 20
 
 @dataclass(kw_only=True, slots=True)
 class OptimizeResult:
-    status: str
+    status: RunStatus
     """ok (a candidate promoted) | no_promotion | interrupted | error."""
     message: str
     goal: Goal | None = None
@@ -86,8 +86,8 @@ def optimize(
     try:
         goal = parse_goal(goal_text, llm)
     except GoalError as err:
-        return OptimizeResult(status="error", message=str(err))
-    result = OptimizeResult(status="ok", message="", goal=goal)
+        return OptimizeResult(status=RunStatus.ERROR, message=str(err))
+    result = OptimizeResult(status=RunStatus.OK, message="", goal=goal)
     on_event(Event(stage="optimize", kind="log", message=f"goal: {goal.text} (read by {goal.understood_by})"))
     trials = trials if trials is not None else goal.trials
     minutes = minutes if minutes is not None else goal.minutes
@@ -101,7 +101,7 @@ def optimize(
             on_event(Event(stage="init", kind="end", message=done.message))
             result.stages.append("init")
             if not done.ok:
-                result.status, result.message = "error", done.message
+                result.status, result.message = RunStatus.ERROR, done.message
                 return result
         if not _doctor_is_current(repo):
             doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox)
@@ -118,9 +118,9 @@ def optimize(
             result.apply = apply(repo)
             result.stages.append("apply")
     except (ContractError, DoctorError) as err:
-        result.status, result.message = "error", str(err)
+        result.status, result.message = RunStatus.ERROR, str(err)
         return result
-    result.status = "ok" if result.run.promoted else "no_promotion"
+    result.status = RunStatus.OK if result.run.promoted else RunStatus.NO_PROMOTION
     result.message = result.run.message
     if result.apply is not None:
         result.message += f"; {result.apply.message}"
