@@ -5,9 +5,10 @@ part that scales with a batch-like knob (activations), so relative to the defaul
 at value v is ``1 + s (v/d - 1)``, where s is the scaled part's share at the default; a knob that
 splits the work (accumulation chunks) gives ``1 + s (d/v - 1)``. The priors assume a share (the
 built-in micro-batch prior: 30% activations on a CPU); one measured value fixes the job's own. Its
-untried values then follow the refitted curve, not the prior's: on the paced job micro-batches 4
-and 8 measure a 54% share, which puts micro-batch 16 at 4.8x the default's peak where the prior said
-3.1x, and an OOM there no longer reads as "far above the budget, so any variant is hopeless".
+untried values then follow the refitted curve, not the prior's: on the paced test job
+(tests/test_data/stages/paced) micro-batches 4 and 8 measure a 54% share, which puts micro-batch
+16 at 4.8x the default's peak where the prior said 3.1x, and an OOM there no longer reads as "far
+above the budget, so any variant is hopeless".
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def refit_untried(
     effect_sds: np.ndarray,
 ) -> np.ndarray:
     """Rows of ``mean``/``sd``/``known`` (updated in place) whose untried power-of-two value now
-    follows its knob's curve through the ``measured`` values' data-only ``effects``.
+    follows its knob's curve through the fitted ``effects`` of the values trials ``measured``.
 
     The shape (grows or splits) is the one the measured values fit better; where one value fits
     both exactly, the one the knob's own priors follow. A knob whose measured values fit neither
