@@ -37,6 +37,13 @@ def train_step(loss_value, rows=None):
 
 rank = int(os.environ.get("RANK", "0"))
 print(f"rank {rank} pid {os.getpid()} token {os.environ.get('INFRARSI_TRIAL_TOKEN')}", flush=True)
+# Every rank says who it is before any allocates: a rank over the budget gets the group killed,
+# and the tests find each worker by the line above.
+open(f"started.{rank}", "w").close()
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline and not all(os.path.exists(f"started.{r}")
+                                               for r in range(int(os.environ.get("WORLD_SIZE", "1")))):
+    time.sleep(0.01)
 # Written, not just reserved: untouched pages would not count as resident.
 held = os.urandom(1) * (args.alloc_mb * (rank + 1) * 2**20)
 for it in range(args.max_iters):
