@@ -55,13 +55,18 @@ def test_the_loss_trajectory_holds(patched):
 def test_a_sum_reduced_loss_is_not_reweighted(tmp_path):
     source = SCRIPT.read_text().replace('default="mean"', 'default="sum"').replace(
         "reduction=args.reduction", "reduction='sum'")
-    original = tmp_path / "original.py"
-    original.write_text(source)
-    result = GradientAccumulation().transform("train.py", source)
-    assert "_infrarsi_full_batch[0]" not in result.code
-    (tmp_path / "patched.py").write_text(result.code)
-    before, after = checksums(original), checksums(tmp_path / "patched.py")
+    code, before, after = _run_patched(tmp_path, source)
+    assert "_infrarsi_full_batch[0]" not in code
     assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+
+
+def _run_patched(tmp_path, source: str) -> tuple[str, list[float], list[float]]:
+    """The patched code, and the checksums ``source`` gives before and after the patch."""
+    original, patched = tmp_path / "original.py", tmp_path / "patched.py"
+    original.write_text(source)
+    code = GradientAccumulation().transform("train.py", source).code
+    patched.write_text(code)
+    return code, checksums(original), checksums(patched)
 
 
 def test_left_alone_without_the_pattern():
@@ -76,10 +81,6 @@ def test_a_batch_of_one_tensor(tmp_path):
     """``for i, (x, _) in enumerate(loader)``: one tensor is chunked, and still unpacked from zip's tuples."""
     source = SCRIPT.read_text().replace("output = model(data)\n", "output = model(data)\n    target = output.argmax(1).detach() * 0\n").replace(
         "for batch_idx, (data, target) in enumerate(loader):", "for batch_idx, (data, _) in enumerate(loader):")
-    original = tmp_path / "original.py"
-    original.write_text(source)
-    result = GradientAccumulation().transform("train.py", source)
-    assert "for data, in zip(" in result.code
-    (tmp_path / "patched.py").write_text(result.code)
-    before, after = checksums(original), checksums(tmp_path / "patched.py")
+    code, before, after = _run_patched(tmp_path, source)
+    assert "for data, in zip(" in code
     assert len(before) == 6 and max(abs(a - b) for a, b in zip(before, after)) < 1e-5
