@@ -4,7 +4,8 @@ Every trial looks its modules' bytecode up under ``PYTHONPYCACHEPREFIX`` and nev
 sources, where a stale or planted ``.pyc`` could stand in for what was checked
 (``environment.interpreter_env``). An empty prefix per trial means compiling torch and the rest of
 the job's imports from source at every start, seconds per trial (docs/benchmarks.md). So sandboxed
-trials share one prefix per interpreter, mounted read-only in their sandbox, and only InfraRSI's own
+trials share one prefix per interpreter, mounted read-only in their sandbox (at
+``sandbox.BYTECODE_MOUNT``), and only InfraRSI's own
 warm-up writes it: a sandboxed process that imports the modules the launcher and the owner's
 repository import (read from their sources, never from a candidate's). A module a trial imports that the
 warm-up did not compile is compiled in memory, as before. Without the sandbox nothing would keep a
@@ -90,9 +91,9 @@ def warm(repo: Path) -> Path:
 
 def _import_into(cache: Path, modules: list[str], repo: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="infrarsi-warm-") as scratch:
-        argv = [sys.executable, "-X", f"pycache_prefix={cache}", "-c", _WARM, *modules]
+        argv = [sys.executable, "-X", f"pycache_prefix={sandbox.BYTECODE_MOUNT}", "-c", _WARM, *modules]
         command = sandbox.wrap(argv, sandbox.Mounts(workspace=Path(scratch), cwd=Path(scratch), repo=repo,
-                                                    writable=[cache]))
+                                                    bytecode=cache, bytecode_writable=True))
         env = trial_environment(home=Path(scratch))
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # writing is the point here
         try:

@@ -179,9 +179,10 @@ class _Trial:
         channel = RecordChannel(workspace.private / "records.fifo")
         command, pycache = argv, workspace.pycache
         if self.spec.sandbox:
-            pycache = bytecode.warm(self.spec.repo)
+            pycache = Path(sandbox.BYTECODE_MOUNT)
             mounts = sandbox.Mounts(workspace=workspace.private, cwd=cwd, repo=self.spec.repo,
-                                    read_only=[*(Path(p) for p in policy.read_only), pycache], network=policy.network)
+                                    read_only=[Path(p) for p in policy.read_only], network=policy.network,
+                                    bytecode=bytecode.warm(self.spec.repo))
             command = sandbox.wrap(argv, mounts)
         declared = self.contract.workload.env  # the owner's command's K=V prefix
         env = trial_environment(home=workspace.home, declared=declared,

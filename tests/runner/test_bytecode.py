@@ -55,4 +55,4 @@ def test_a_trial_reads_the_shared_prefix_and_cannot_write_it(make_repo):
     assert result.status is TrialStatus.OK, result.detail
     log = Path(result.log_path).read_text()
     assert "prefix write refused: Read-only file system" in log, log
-    assert f"pycache prefix {bytecode.cache_dir()};" in log and "writes bytecode: False" in log, log
+    assert f"pycache prefix {sandbox.BYTECODE_MOUNT};" in log and "writes bytecode: False" in log, log
