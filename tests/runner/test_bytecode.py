@@ -4,6 +4,7 @@ that a trial can read it but not write it."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,8 @@ def test_the_warm_up_compiles_once_into_the_prefix(tmp_path, monkeypatch):
     (repo / "train.py").write_text("import json\nimport not_installed_anywhere\n")
     cache = bytecode.warm(repo)
     assert cache == bytecode.cache_dir() and str(tmp_path / "cache") in str(cache)
-    json_pyc = Path(str(cache) + os.path.dirname(__import__("json").__file__)) / "__init__.cpython-311.pyc"
-    torch_pyc = Path(str(cache) + os.path.dirname(__import__("torch").__file__)) / "__init__.cpython-311.pyc"
+    json_pyc = Path(str(cache) + os.path.dirname(__import__("json").__file__)) / f"__init__.{sys.implementation.cache_tag}.pyc"
+    torch_pyc = Path(str(cache) + os.path.dirname(__import__("torch").__file__)) / f"__init__.{sys.implementation.cache_tag}.pyc"
     assert json_pyc.is_file() and torch_pyc.is_file()
     warmed = (cache / bytecode.WARMED_FILE).read_text().split()
     assert {"json", "not_installed_anywhere", "torch.utils.flop_counter"} <= set(warmed)
