@@ -24,6 +24,8 @@ flag (a code patch would be needed) are listed but not counted.
 
 from __future__ import annotations
 
+from infrarsi.units import GIB, MIB
+
 import argparse
 import json
 import os
@@ -85,7 +87,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 def _gib(n: float | None) -> str:
-    return "—" if not n else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+    return "—" if not n else f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
 
 
 def _rate(doctor: dict, trial: dict) -> str:

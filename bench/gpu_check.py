@@ -43,15 +43,14 @@ from pathlib import Path
 import torch
 
 from infrarsi.contract import Contract, ContractError, load_contract
-from infrarsi.hardware import HardwareFingerprint
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.report.model import candidate_peak
 from infrarsi.runner.result import Candidate
-from infrarsi.stages.doctor import DoctorReport
+from infrarsi.records import DoctorReport, HardwareFingerprint
+from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-GIB = 2**30
 TABLE = "gpu_check.md"
 ARCHIVE = "gpu_check.tar.gz"
 LOG_BYTES = 256 * 1024

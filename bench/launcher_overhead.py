@@ -40,6 +40,7 @@ from infrarsi.launcher.channel import RecordChannel
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"
@@ -77,7 +78,7 @@ def contract(steps: int) -> Contract:
                           global_batch=XS["batch_size"], seed=1337, warmup_steps=WARMUP,
                           measured_steps=steps - WARMUP, planned_steps=200),
         loss=LossInvariant(compare_steps=1, tolerance=1e-5, numerics_tolerance=1e-3),
-        memory=MemoryBudget(budget_bytes=8 * 2**30),
+        memory=MemoryBudget(budget_bytes=8 * GIB),
         scope=Scope(editable=["train.py"]),
         knobs=[Knob(name="max_iters", role="steps", type="int", default=200, flag="--max_iters"),
                Knob(name="micro_batch_size", role="micro_batch", type="int", default=8, flag="--micro_batch_size")],

@@ -5,9 +5,9 @@
    median of the measured steps of each run, then the median over repeats.
 2. Launch to first step: from the call to the first step seen, through ``run_trial`` (copy of
    the repo, spawn, polling) and for a bare ``python train.py`` reading its stdout.
-3. OOM kill latency: a process that grows its RSS 2 MB at a time, as fast as it can, under the
+3. OOM kill latency: a process that grows its RSS 2 MIB at a time, as fast as it can, under the
    runner's watchdog; milliseconds from the child's last report of an RSS still under the budget
-   (so at most one 2 MB chunk before the crossing) to the moment the whole tree is dead and
+   (so at most one 2 MIB chunk before the crossing) to the moment the whole tree is dead and
    reaped, and how far above the budget the watchdog saw it.
 
     .venv/bin/python bench/runner_overhead.py [--repeats 3]
@@ -35,16 +35,16 @@ from infrarsi.runner.process import TrialProcess
 from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.runner.watchdog import MemoryWatchdog
+from infrarsi.units import GIB, MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"
-# MEASURED.md's XS size: small enough that start-up is most of a short trial.
+# docs/measured.md's XS size: small enough that start-up is most of a short trial.
 XS = {"n_layer": 2, "n_head": 4, "n_embd": 128, "block_size": 64, "vocab_size": 512, "batch_size": 8,
       "micro_batch_size": 8}
 STEPS = 12
 WARMUP = 2
 LOG_TIME = re.compile(r"iter (\d+): loss \S+, time ([\d.]+)ms")
-MB = 2**20
 
 GROWER = """
 import time
@@ -90,7 +90,7 @@ def fixture_contract(repo: Path) -> Contract:
                           global_batch=XS["batch_size"], seed=1337, warmup_steps=1, measured_steps=1,
                           planned_steps=200),
         loss=LossInvariant(compare_steps=1, tolerance=1e-5, numerics_tolerance=1e-3),
-        memory=MemoryBudget(budget_bytes=8 * 2**30),
+        memory=MemoryBudget(budget_bytes=8 * GIB),
         scope=Scope(editable=["train.py"]),
         knobs=[Knob(name="max_iters", role="steps", type="int", default=200, flag="--max_iters"),
                Knob(name="micro_batch_size", role="micro_batch", type="int", default=8, flag="--micro_batch_size")],
@@ -152,7 +152,7 @@ def main() -> None:
             bare.append(bare_first_step(repo))
             runner.append(runner_first_step(repo, Path(tmp) / f"trial{i}"))
         console.print("OOM kills…")
-        kills = [oom_kill(Path(tmp), 300 * MB) for _ in range(max(args.repeats, 5))]
+        kills = [oom_kill(Path(tmp), 300 * MIB) for _ in range(max(args.repeats, 5))]
 
     t_without, t_with = statistics.median(without), statistics.median(with_probe)
     table = Table(title=f"runner overhead (medians of {args.repeats} repeats; kills: {len(kills)})")
@@ -167,13 +167,13 @@ def main() -> None:
                   "copy, spawn, polling")
     detect = [ms for ms, _, _ in kills]
     dead = [ms for _, ms, _ in kills]
-    overshoot = [b / MB for _, _, b in kills]
+    overshoot = [b / MIB for _, _, b in kills]
     table.add_row("OOM: under budget → tree frozen", f"{statistics.median(detect):.0f} ms",
                   f"min {min(detect):.0f}, max {max(detect):.0f} ms (SIGSTOP: growth ends here)")
     table.add_row("OOM: under budget → tree dead", f"{statistics.median(dead):.0f} ms",
                   f"min {min(dead):.0f}, max {max(dead):.0f} ms (SIGKILL, kernel frees, reaped)")
-    table.add_row("OOM: level seen above budget", f"{statistics.median(overshoot):.0f} MB",
-                  f"max {max(overshoot):.0f} MB (budget 300 MB, grows 2 MB at a time)")
+    table.add_row("OOM: level seen above budget", f"{statistics.median(overshoot):.0f} MIB",
+                  f"max {max(overshoot):.0f} MIB (budget 300 MIB, grows 2 MIB at a time)")
     console.print(table)
 
 

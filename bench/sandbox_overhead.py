@@ -30,6 +30,7 @@ from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope
 from infrarsi.runner import sandbox
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"
@@ -45,7 +46,7 @@ def contract(steps: int) -> Contract:
                           global_batch=XS["batch_size"], seed=1337, warmup_steps=WARMUP,
                           measured_steps=steps - WARMUP, planned_steps=200),
         loss=LossInvariant(compare_steps=1, tolerance=1e-5, numerics_tolerance=1e-3),
-        memory=MemoryBudget(budget_bytes=8 * 2**30),
+        memory=MemoryBudget(budget_bytes=8 * GIB),
         scope=Scope(editable=["train.py"]),
         knobs=[Knob(name="max_iters", role="steps", type="int", default=200, flag="--max_iters")],
     )

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from infrarsi.llm import LLMConfig
+from infrarsi.units import GIB, KIB, MIB, TIB
 
 EXAMPLES = (
     '"faster"',
@@ -20,7 +21,7 @@ EXAMPLES = (
     '"don\'t touch data.py"',
 )
 
-_UNITS = {"b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12, "tib": 2**40}
+_UNITS = {"b": 1, "kb": 1e3, "kib": KIB, "mb": 1e6, "mib": MIB, "gb": 1e9, "gib": GIB, "tb": 1e12, "tib": TIB}
 _MEMORY = re.compile(
     r"(?:fit(?:s)?\s+(?:in(?:to)?|within|under)|within|under|below|at most|max(?:imum)?|budget(?: of)?|memory)\s*"
     r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?b)\b", re.I)
@@ -114,7 +115,7 @@ def parse_with_llm(text: str, config: LLMConfig) -> Goal:
     if gib is not None:
         if not isinstance(gib, (int, float)) or not gib > 0:
             raise GoalError(text, f"the model answered an invalid memory budget {gib!r}")
-        goal.budget_bytes = int(gib * 2**30)
+        goal.budget_bytes = int(gib * GIB)
     trials, minutes = data.get("max_trials"), data.get("max_minutes")
     if trials is not None and (not isinstance(trials, int) or trials <= 0):
         raise GoalError(text, f"the model answered an invalid trial count {trials!r}")

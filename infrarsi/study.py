@@ -26,7 +26,10 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from infrarsi.contract import STATE_DIR, Contract
+from infrarsi import optuna_adapter as adapter
+from infrarsi.contract import Contract
+from infrarsi.records.files import study_path
+from infrarsi.settings import PATCH_PREFIX
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
@@ -36,7 +39,6 @@ optuna.logging.set_verbosity(logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
 
-PATCH_PREFIX = "patch:"
 RESULT_ATTR = "result"
 INTERRUPTED_ATTR = "interrupted_s"
 KIND_ATTR = "kind"
@@ -53,7 +55,7 @@ LIVE_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def default_storage_url(repo: Path) -> str:
-    return f"sqlite:///{(Path(repo) / STATE_DIR / 'study.db').resolve()}"
+    return f"sqlite:///{study_path(repo).resolve()}"
 
 
 def hide_password(url: str) -> str:
@@ -125,19 +127,9 @@ def from_params(params: dict[str, Any]) -> Candidate:
     return Candidate(knobs=knobs, patches=patches)
 
 
-def _backend(storage: optuna.storages.BaseStorage) -> optuna.storages.BaseStorage:
-    """The RDB storage under Optuna's caching wrapper (a study's ``_storage``)."""
-    return getattr(storage, "_backend", storage)
-
-
-def _heartbeat_interval(storage: optuna.storages.BaseStorage) -> int | None:
-    getter = getattr(storage, "get_heartbeat_interval", None)
-    return getter() if getter is not None else None
-
-
 def grace_period_s(storage: optuna.storages.BaseStorage) -> float:
-    backend = _backend(storage)
-    interval = _heartbeat_interval(backend) or 0
+    backend = adapter.backend(storage)
+    interval = adapter.heartbeat_interval(backend) or 0
     return float(getattr(backend, "grace_period", None) or 2 * interval)
 
 
@@ -192,13 +184,13 @@ class TrialStore:
         else:
             trial = self._create(to_params(candidate, self.contract, self.patches),
                                  distributions(self.contract, self.patches), kind)
-        self._beat(trial._trial_id)
+        self._beat(adapter.trial_id(trial))
         return trial
 
     def marker(self, kind: str, **attrs: Any) -> optuna.Trial:
         """A running trial without params that marks a worker's step (a claim on verification)."""
         trial = self._create({}, {}, kind, **attrs)
-        self._beat(trial._trial_id)
+        self._beat(adapter.trial_id(trial))
         return trial
 
     def _create(self, params: dict[str, Any], dists: dict[str, Any], kind: str, **attrs: Any) -> optuna.Trial:
@@ -210,12 +202,11 @@ class TrialStore:
             user_attrs={KIND_ATTR: kind, BEGAN_ATTR: time.time(), **attrs}, system_attrs={},
             intermediate_values={}, trial_id=-1,
         )
-        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
-        return optuna.Trial(self.study, trial_id)
+        return adapter.create_running_trial(self.study, template)
 
     def _beat(self, trial_id: int) -> None:
-        storage = self.study._storage
-        if _heartbeat_interval(storage):
+        storage = adapter.storage_of(self.study)
+        if adapter.heartbeat_interval(storage):
             storage.record_heartbeat(trial_id)
 
     def frozen(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
@@ -242,8 +233,15 @@ class TrialStore:
         self.study.tell(trial, state=TrialState.FAIL)
 
     def get(self, number: int) -> optuna.trial.FrozenTrial:
-        storage = self.study._storage
-        return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number))
+        return adapter.trial_by_number(self.study, number)
+
+    def grace_s(self) -> float:
+        """How long a running trial may go without a heartbeat before it is failed as stale."""
+        return grace_period_s(adapter.storage_of(self.study))
+
+    def close(self, trial: optuna.Trial, state: TrialState) -> None:
+        """End a trial that carries no result (a claim, a deferral) in ``state``."""
+        self.study.tell(trial, state=state)
 
     def candidate_of(self, trial: optuna.Trial) -> Candidate:
         return from_params(trial.params)
@@ -270,11 +268,9 @@ class TrialStore:
         """Fail trials whose worker stopped sending heartbeats (killed mid-trial, here or on another
         machine): each is marked interrupted and costed from its start to its last heartbeat. Safe
         when several workers do it at once. Returns the numbers of the trials this call failed."""
-        storage = _backend(self.study._storage)
-        if not _heartbeat_interval(storage) or not hasattr(storage, "_get_stale_trial_ids"):
-            return []
+        storage = adapter.backend(adapter.storage_of(self.study))
         failed = []
-        for trial_id in storage._get_stale_trial_ids(self.study._study_id):
+        for trial_id in adapter.stale_trial_ids(self.study):
             try:
                 frozen = storage.get_trial(trial_id)
                 attrs = frozen.user_attrs
@@ -292,8 +288,8 @@ class TrialStore:
     @contextlib.contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
         """Keep a trial alive in the storage while it runs (ask/tell gets no heartbeat from Optuna)."""
-        storage = self.study._storage
-        interval = storage.get_heartbeat_interval() if hasattr(storage, "get_heartbeat_interval") else None
+        storage = adapter.storage_of(self.study)
+        interval = adapter.heartbeat_interval(storage)
         if not interval:
             yield
             return
@@ -302,10 +298,10 @@ class TrialStore:
         def beat() -> None:
             while not stop.wait(interval):
                 with contextlib.suppress(Exception):  # a lost beat is retried; the trial must not die of it
-                    storage.set_trial_user_attr(trial._trial_id, ALIVE_ATTR, time.time())
-                    storage.record_heartbeat(trial._trial_id)
+                    storage.set_trial_user_attr(adapter.trial_id(trial), ALIVE_ATTR, time.time())
+                    storage.record_heartbeat(adapter.trial_id(trial))
 
-        storage.record_heartbeat(trial._trial_id)
+        storage.record_heartbeat(adapter.trial_id(trial))
         thread = threading.Thread(target=beat, name="infrarsi-heartbeat", daemon=True)
         thread.start()
         try:

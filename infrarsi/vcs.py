@@ -120,6 +120,21 @@ def valid_branch(place: GitPlace, branch: str) -> bool:
     return True
 
 
+def add_note(place: GitPlace, sha: str, text: str, ref: str) -> None:
+    """Attach ``text`` to commit ``sha`` as a git note under ``ref`` (replacing one already there)."""
+    who = author(place.repo)  # a note is a commit on the notes ref: it needs an identity too
+    env = {"GIT_AUTHOR_NAME": who.name, "GIT_AUTHOR_EMAIL": who.email,
+           "GIT_COMMITTER_NAME": who.name, "GIT_COMMITTER_EMAIL": who.email}
+    place.repo.git.notes("--ref", ref, "add", "--force", "--message", text, sha, env=env)
+
+
+def read_note(place: GitPlace, sha: str, ref: str) -> str | None:
+    try:
+        return place.repo.git.notes("--ref", ref, "show", sha)
+    except git.GitCommandError:  # no note on this commit
+        return None
+
+
 def commit_on_branch(checkout: Path, place: GitPlace, rel_paths: list[str], message: str, branch: str) -> str:
     """Commit exactly these paths in the worktree holding ``checkout``, then point a new ``branch`` at it.
 

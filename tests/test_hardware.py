@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from infrarsi import hardware
-from infrarsi.hardware import DATASHEET, datasheet_entry, fingerprint, measure_matmul_flops, normalize_dtype, peak_flops
+from infrarsi.datasheet import DATASHEET, datasheet_entry, normalize_dtype
+from infrarsi.hardware import fingerprint, measure_matmul_flops, peak_flops
 
 
 @pytest.fixture(autouse=True)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from infrarsi.contract import Contract, load_contract, save_contract
 from infrarsi.stages.init import init
+from infrarsi.units import MIB
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
-MIB = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)

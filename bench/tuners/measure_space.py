@@ -40,7 +40,8 @@ from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import doctor
-from infrarsi.stages.run import _numerics_by_design
+from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.units import MIB
 
 from bench.tuners.fixture import ROOT, SPACES, budget_mib, prepare
 
@@ -113,7 +114,7 @@ def rows_markdown(table: dict) -> str:
         for i, run in enumerate(row["runs"]):
             name = ", ".join([*(f"{k}={v}" for k, v in cand.knobs.items()), *cand.patches])
             step = f"{statistics.median(run['step_times']):.3f}" if run["step_times"] else "-"
-            peak = f"{run['peak_bytes'] / 2**20:.0f}" if run["peak_bytes"] else "-"
+            peak = f"{run['peak_bytes'] / MIB:.0f}" if run["peak_bytes"] else "-"
             lines.append(f"| {name} | {i + 1} | {run['status']} | {step} | {run['wall_s']:.1f} | {peak} "
                          f"| {run['others_cores']:.2f} | {run['load1']:.1f} | {'yes' if run['quiet'] else 'no'} |")
     return "\n".join(lines)
@@ -168,7 +169,7 @@ def main() -> None:
                 conditions = wait_quiet(args.quiet_cores, args.max_wait_s)
                 result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=cand, timeout_s=table["timeout_s"],
                                              steps=table["made"]["short_steps"] if row["short"] else None,
-                                             numerics_by_design=_numerics_by_design(cand),
+                                             numerics_by_design=numerics_by_design(cand),
                                              log_dir=Path(tmp) / "logs" / f"{round_}-{i}"))
                 row["runs"].append(run_row(result, conditions))
                 table["model_facts"] = table["model_facts"] or dict(result.model_facts)

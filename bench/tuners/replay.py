@@ -48,9 +48,9 @@ from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP, PatchCheck
+from infrarsi.records import PatchCheck, Verdict
+from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP
 from infrarsi.study import TrialStore
-from infrarsi.verification import Verdict
 
 from bench.tuners import report
 from bench.tuners.fixture import ROOT

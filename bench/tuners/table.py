@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from infrarsi.contract import Contract, contract_path, load_contract
-from infrarsi.hardware import HardwareFingerprint
+from infrarsi.records import HardwareFingerprint
 from infrarsi.runner.abort import clearly_slower, far_slower
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.history import measured_job_s

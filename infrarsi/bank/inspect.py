@@ -18,6 +18,7 @@ from typing import Any
 from infrarsi.bank.signature import WorkloadSignature
 from infrarsi.bank.store import MIN_SIMILARITY, ExperienceBank, Forgotten, StoredRun, resolve_url
 from infrarsi.contract import ContractError, load_contract
+from infrarsi.records import load_doctor
 
 
 @dataclass(kw_only=True, slots=True)
@@ -88,7 +89,6 @@ def _open(url: str | None) -> tuple[ExperienceBank | None, str]:
 
 def _workload(bank: ExperienceBank, repo: Path) -> WorkloadView:
     """The signature and hardware a run in ``repo`` would read the bank with (as ``make_strategy``)."""
-    from infrarsi.stages.doctor import load_doctor
 
     contract = load_contract(repo)
     doctor = load_doctor(repo)

@@ -37,6 +37,7 @@ from infrarsi.bank.signature import WorkloadSignature
 from infrarsi.contract import KnobValue
 from infrarsi.priors.types import BASELINE_SD, MAX_ABS_LOG, MAX_SD, Prior, PriorTable
 from infrarsi.runner.result import Candidate, TrialStatus
+from infrarsi.settings import PATCH_PREFIX, Setting
 
 DEFAULT_URL = "sqlite:///~/.infrarsi/bank.db"
 URL_ENV = "INFRARSI_BANK_URL"
@@ -394,7 +395,7 @@ class ExperienceBank:
         for run, sim in self._runs(signature, RunRow.effects):
             same = run.hardware_id == hardware_id
             for row in run.effects:
-                knob = row.key.split("=", 1)[0]
+                knob = Setting.parse(row.key).name
                 if baselines is not None and row.role != "patch" and (
                         knob not in baselines or str(baselines[knob]) != row.baseline):
                     continue
@@ -467,9 +468,9 @@ class ExperienceBank:
                 where = EffectRow.id == int(finding) if finding.isdigit() else EffectRow.key == finding
                 effects = session.execute(delete(EffectRow).where(where)).rowcount
                 verdicts = 0
-                if finding.startswith("patch:"):
+                if finding.startswith(PATCH_PREFIX):
                     verdicts = session.execute(
-                        delete(VerdictRow).where(VerdictRow.patch == finding.removeprefix("patch:"))).rowcount
+                        delete(VerdictRow).where(VerdictRow.patch == Setting.parse(finding).name)).rowcount
                 return Forgotten(runs=0, effects=effects, verdicts=verdicts, best=0)
             if run_id is not None:
                 ids = [run_id]

@@ -11,7 +11,7 @@ from rich.syntax import Syntax
 
 from infrarsi.cli.console import console, emit_json, err
 from infrarsi.contract import ContractError
-from infrarsi.stages.apply import apply
+from infrarsi.stages.apply import ApplyStatus, apply
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,13 +37,13 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         emit_json(asdict(result))
-        return 0 if result.status in ("committed", "dry_run") else 1
-    if result.status not in ("committed", "dry_run"):
+        return 0 if result.status in (ApplyStatus.COMMITTED, ApplyStatus.DRY_RUN) else 1
+    if result.status not in (ApplyStatus.COMMITTED, ApplyStatus.DRY_RUN):
         err(result.message)
         return 1
     if result.diff:
         console.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
     console.print(Panel(result.commit_message.rstrip(), title=result.message, expand=False))
-    if result.status == "committed":
+    if result.status is ApplyStatus.COMMITTED:
         console.print(f"review with: git show {result.branch}")
     return 0

@@ -10,7 +10,9 @@ from rich.text import Text
 
 from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
-from infrarsi.stages.doctor import DoctorError, DoctorReport, doctor, doctor_path
+from infrarsi.records import DoctorError, DoctorReport, doctor_path
+from infrarsi.stages.doctor import doctor
+from infrarsi.units import GIB
 
 BAR_WIDTH = 30
 
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
+    return f"{n / GIB:.2f} GiB"
 
 
 def render(report: DoctorReport, repo: Path) -> None:

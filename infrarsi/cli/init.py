@@ -12,6 +12,7 @@ from rich.table import Table
 
 from infrarsi.cli.console import console, emit_json, err
 from infrarsi.stages.init import MEASURED_STEPS, WARMUP_STEPS, InitResult, init
+from infrarsi.units import GIB
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         command=command,
         cwd=command_cwd(args.path, args.cwd) if command is not None else None,
         scope=args.scope,
-        budget_bytes=int(args.budget_gib * 2**30) if args.budget_gib else None,
+        budget_bytes=int(args.budget_gib * GIB) if args.budget_gib else None,
         entry=args.entry,
         launcher=args.launcher,
         insert_probe=args.insert_probe,
@@ -119,7 +120,7 @@ def render(result: InitResult) -> None:
         f"seed {w.seed}; {w.warmup_steps} warm-up + {w.measured_steps} measured steps per trial, "
         f"{w.planned_steps} in the real job"
     )
-    console.print(f"memory budget: {contract.memory.budget_bytes / 2**30:.2f} GiB ({contract.memory.device})")
+    console.print(f"memory budget: {contract.memory.budget_bytes / GIB:.2f} GiB ({contract.memory.device})")
     console.print(f"editable: {', '.join(result.editable)}" + (
         f"  [dim](functions: {', '.join(contract.scope.functions)})[/]" if contract.scope.functions else ""))
     console.print(f"locked (hashed): {', '.join(result.locked) or '[dim]none[/]'}")

@@ -10,7 +10,8 @@ from rich.table import Table
 from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.search.strategy import SAMPLERS
-from infrarsi.stages.run import RunResult, run
+from infrarsi.records import RunResult
+from infrarsi.stages.run import run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

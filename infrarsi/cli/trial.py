@@ -17,8 +17,8 @@ from infrarsi.events import Event
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.units import GIB
 
-GIB = 2**30
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 

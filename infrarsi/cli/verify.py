@@ -7,7 +7,7 @@ from pathlib import Path
 
 from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
-from infrarsi.stages.verify import verify
+from infrarsi.stages.verify import VerifyStatus, verify
 from infrarsi.verification import Rounds
 
 
@@ -42,9 +42,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         emit_json(result.to_dict())
-    elif result.status == "error":
+    elif result.status is VerifyStatus.ERROR:
         err(result.message)
     else:
-        color = "green" if result.status == "holds" else "red"
+        color = "green" if result.status is VerifyStatus.HOLDS else "red"
         console.print(f"[bold {color}]{result.message}[/]")
-    return 0 if result.status == "holds" else 1
+    return 0 if result.status is VerifyStatus.HOLDS else 1

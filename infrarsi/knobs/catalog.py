@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from infrarsi import batch
 from infrarsi.contract import KnobValue
 from infrarsi.knobs.discover import RawKnob
 
@@ -174,7 +175,8 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
     if role == "grad_accum" and knob.type == "int":
         if not global_batch:
             return [], "the global batch is unknown, so the accumulation steps that divide it are too"
-        return _with_default([global_batch // m for m in power_of_two_divisors(global_batch)], default), ""
+        return _with_default([batch.accumulation(global_batch, m) for m in power_of_two_divisors(global_batch)],
+                             default), ""
     if role == "threads" and knob.type == "int":
         counts = list(range(1, cpu_count + 1))
         if auto_threads and isinstance(default, int) and default <= 0:  # the default already runs that many

@@ -137,7 +137,7 @@ def _apply_one(workdir: Path, name: str, contract: Contract, device: str) -> Pat
     for rel, code in after.items():
         violation = scope_violation(rel, before[rel], code, contract)
         if violation:
-            return PatchOutcome(name, FAILED, violation)
+            return PatchOutcome(name, FAILED, violation, breaks_contract=True)
         try:
             compile(code, rel, "exec")
         except SyntaxError as err:

@@ -23,7 +23,7 @@ from libcst.codemod import (
 from libcst.metadata import CodeRange, PositionProvider
 
 from infrarsi.contract import Knob
-from infrarsi.runner.result import Hunk
+from infrarsi.hunk import Hunk
 
 APPLIED = "applied"
 SKIPPED = "skipped"
@@ -70,6 +70,10 @@ class PatchOutcome:
     """Exactly what changed, for the trial's audit record."""
     knobs: list[Knob] = field(default_factory=list)
     """Knobs the patch added to gate itself (on by default; the search or the user may turn them off)."""
+    breaks_contract: bool = False
+    """Failed because the change would break the contract (scope, locked files, what the static
+    checks forbid): the candidate's trial ends ``contract``, a proposal is refused as ``contract``.
+    The reason says so to people (``contract: …``); code reads this flag."""
 
     @property
     def applied(self) -> bool:

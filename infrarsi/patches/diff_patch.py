@@ -237,15 +237,15 @@ def apply_diff(workdir: Path, diff_path: Path, contract: Contract, *, name: str 
         text = diff_path.read_text()
         files = parse_unified_diff(text)
     except DiffRefused as err:
-        return PatchOutcome(name, FAILED, f"contract: {err.kind}: the diff {err}")
+        return PatchOutcome(name, FAILED, f"contract: {err.kind}: the diff {err}", breaks_contract=True)
     except (DiffError, UnicodeDecodeError) as err:
         return PatchOutcome(name, FAILED, f"malformed diff: {err}")
     if _ID.fullmatch(diff_path.stem) and diff_id(text) != diff_path.stem:
         return PatchOutcome(name, FAILED, f"contract: the stored diff {diff_path.name} was changed after it was "
-                                          f"proposed (its content hashes to {diff_id(text)})")
+                                          f"proposed (its content hashes to {diff_id(text)})", breaks_contract=True)
     refusal = _refusal(files, contract, workdir)
     if refusal:
-        return PatchOutcome(name, FAILED, refusal)
+        return PatchOutcome(name, FAILED, refusal, breaks_contract=True)
     before = {}
     for f in files:
         target = workdir / f.path
@@ -260,20 +260,22 @@ def apply_diff(workdir: Path, diff_path: Path, contract: Contract, *, name: str 
             return PatchOutcome(name, FAILED, f"does not apply: {checked.stderr.strip() or checked.stdout.strip()}")
         done = _git_apply(workdir, parsed, check=False)
     after = {rel: (workdir / rel).read_text() for rel in before}
-    problem = None
+    problem, breaks = None, False
     if done.returncode != 0:
         problem = f"git apply failed: {done.stderr.strip()}"
     for rel in after:
-        problem = problem or scope_violation(rel, before[rel], after[rel], contract)
+        if problem is None and (violation := scope_violation(rel, before[rel], after[rel], contract)):
+            problem, breaks = violation, True
         try:
             compile(after[rel], rel, "exec")
         except SyntaxError as err:
             problem = problem or f"the patched {rel} does not compile: {err}"
-        problem = problem or diff_problem(rel, before[rel], after[rel])
+        if problem is None and (forbidden := diff_problem(rel, before[rel], after[rel])):
+            problem, breaks = forbidden, True
     if problem:
         for rel, text in before.items():  # leave the work tree as it was
             (workdir / rel).write_text(text)
-        return PatchOutcome(name, FAILED, problem)
+        return PatchOutcome(name, FAILED, problem, breaks_contract=breaks)
     changed = {rel: text for rel, text in after.items() if text != before[rel]}
     hunks = [h for rel in changed for h in diff_hunks(rel, before[rel], changed[rel])]
     return PatchOutcome(name, APPLIED, "", changed=changed, hunks=hunks)

@@ -211,7 +211,7 @@ def static_problem(repo: Path, contract: Contract, diff: str) -> tuple[str, str]
         outcome = apply_diff(scratch, diff_path, contract)
     if outcome.status == APPLIED:
         return None
-    return ("contract" if outcome.reason.startswith("contract:") else "crash"), outcome.reason
+    return ("contract" if outcome.breaks_contract else "crash"), outcome.reason
 
 
 def patch_dir(repo: Path) -> Path:

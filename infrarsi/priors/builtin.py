@@ -2,7 +2,7 @@
 
 Entries are by knob ROLE (resolved to the contract's knob names and domains) and by patch name,
 with separate CPU and CUDA beliefs where they differ. Every entry names its source. "This
-project's measurements" are the notes in the project's MEASURED file (2-core AVX2 CPU, small GPT).
+project's measurements" are docs/measured.md (2-core AVX2 CPU, small GPT).
 
 Some beliefs are deliberately the common ones even where this project measured otherwise
 (bf16 on a CPU without bf16 units): the point of the system is that live trials correct a prior,
@@ -29,7 +29,7 @@ from infrarsi.priors.types import (
 )
 
 if TYPE_CHECKING:  # importing it imports torch; the table only reads device and core count
-    from infrarsi.hardware import HardwareFingerprint as Hardware
+    from infrarsi.records.hardware import HardwareFingerprint as Hardware
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from infrarsi.contract import Contract, KnobValue
+from infrarsi.settings import patch_key, setting_key
 
 if TYPE_CHECKING:  # importing it imports torch (~2 s); the priors only read its fields
-    from infrarsi.hardware import HardwareFingerprint
+    from infrarsi.records.hardware import HardwareFingerprint
 
 NEUTRAL_TIME_SD = 1.0
 NEUTRAL_MEM_SD = 1.0
@@ -31,15 +32,6 @@ BASELINE_SD = 0.005
 MAX_ABS_LOG = math.log(50.0)
 """No single setting or patch is believed to change time or memory by more than 50×."""
 MAX_SD = 3.0
-
-
-def setting_key(knob: str, value: KnobValue) -> str:
-    """``str(value)``, as the search space spells it: ``compile=True``, ``dtype=bfloat16``."""
-    return f"{knob}={value}"
-
-
-def patch_key(patch: str) -> str:
-    return f"patch:{patch}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,14 +16,14 @@ from typing import Any
 
 from infrarsi.contract import Contract, KnobValue
 from infrarsi.flops import mfu
-from infrarsi.hardware import PeakFlops, datasheet_peak, matmul_dtype
+from infrarsi.datasheet import datasheet_peak, matmul_dtype
+from infrarsi.records import PeakFlops
 from infrarsi.launcher.settings import settings_env
 from infrarsi.runner.command import build_argv
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.stages.doctor import DoctorReport
-from infrarsi.stages.run import PatchCheck, RunResult
+from infrarsi.records import DoctorReport, PatchCheck, PriorCheckRow, RunResult, Verdict
 from infrarsi.study import StoredTrial
-from infrarsi.verification import Verdict, job_seconds
+from infrarsi.verification import job_seconds
 
 FAILED = tuple(s.value for s in TrialStatus if s is not TrialStatus.OK)
 INTERRUPTED = "interrupted"
@@ -330,12 +330,11 @@ def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial], prom
     )
 
 
-def _prior_line(data: dict[str, Any]) -> PriorLine:
-    """From a prior check as run.json holds it (``PriorCheck.to_dict``)."""
+def _prior_line(row: PriorCheckRow) -> PriorLine:
     return PriorLine(
-        key=data["key"], quantity=data["quantity"], prior_mean=float(data["prior_mean"]),
-        prior_sd=float(data["prior_sd"]), observed=float(data["observed"]), observed_sd=float(data["observed_sd"]),
-        n_trials=int(data["n_trials"]), miscalibrated=bool(data["miscalibrated"]), source=str(data.get("source", "")),
+        key=row.key, quantity=row.quantity, prior_mean=float(row.prior_mean), prior_sd=float(row.prior_sd),
+        observed=float(row.observed), observed_sd=float(row.observed_sd), n_trials=int(row.n_trials),
+        miscalibrated=bool(row.miscalibrated), source=str(row.source),
     )
 
 
@@ -378,9 +377,9 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         failed_s=sum(line.wall_s for line in lines if line.status in FAILED) + run.interrupted_s,
         patch_checks=list(run.patch_checks),
         audits=[_audit(v, contract, trials, run.promoted) for v in run.verdicts],
-        memory_prices=[PriceLine(**{k: p[k] for k in ("key", "log_effect", "log_sd", "pct", "bytes_at_baseline")})
-                       for p in run.memory_prices],
+        memory_prices=[PriceLine(key=p.key, log_effect=p.log_effect, log_sd=p.log_sd, pct=p.pct,
+                                 bytes_at_baseline=p.bytes_at_baseline) for p in run.memory_prices],
         prior_checks=[_prior_line(p) for p in run.prior_checks],
-        bank_priors=[BankLine(**{f: b.get(f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
+        bank_priors=[BankLine(**{f: getattr(b, f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
         notes=notes,
     )

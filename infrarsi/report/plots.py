@@ -15,7 +15,7 @@ from matplotlib.ticker import LogFormatter
 
 from infrarsi.report.model import Report
 from infrarsi.report import units
-from infrarsi.report.units import GIB, MIB
+from infrarsi.units import GIB, MIB
 
 STATUS_COLORS = {
     "ok": "#2e7d32",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-MIB = 2**20
-GIB = 2**30
+from infrarsi.units import GIB, MIB
 
 
 def seconds(value: float | None) -> str:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infrarsi.contract import KnobValue
+from infrarsi.hunk import Hunk
 
 
 class TrialStatus(str, enum.Enum):
@@ -43,16 +44,6 @@ class Candidate:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:
         return cls(knobs=dict(data.get("knobs", {})), patches=tuple(data.get("patches", ())))
-
-
-@dataclass(frozen=True, slots=True)
-class Hunk:
-    """One changed region of one file, as a unified-diff hunk."""
-
-    path: str
-    header: str
-    """``@@ -a,b +c,d @@``"""
-    text: str
 
 
 @dataclass(slots=True)

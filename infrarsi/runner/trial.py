@@ -31,11 +31,11 @@ from infrarsi.runner.process import TrialProcess, interrupt_guard
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.watchdog import MemoryWatchdog
 from infrarsi.runner.workspace import Workspace, WorkspaceError
+from infrarsi.units import GIB
 
 POLL_S = 0.05
 """How often the run's reports are read and the stop conditions checked."""
 
-GIB = 1 << 30
 RECORDS_FILE = "records.jsonl"
 """The launcher's records as they arrived, copied into log_dir at the end of the trial."""
 

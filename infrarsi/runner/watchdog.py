@@ -1,6 +1,6 @@
 """The memory watchdog: resident memory per rank, polled, with a kill above the budget.
 
-One ``memory_info()`` costs 30–170 µs but walking the tree costs 2–4 ms (MEASURED.md), so the
+One ``memory_info()`` costs 30–170 µs but walking the tree costs 2–4 ms (docs/measured.md), so the
 RSS of the known members is read every ``poll_s`` and the tree is walked only every
 ``refresh_s``.
 

@@ -28,13 +28,17 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract, KnobValue
 from infrarsi.runner import sandbox
-from infrarsi.runner.result import Hunk
+from infrarsi.hunk import Hunk
+from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
+from infrarsi.knobs.rewrite import set_defaults
+from infrarsi.patches import apply_patches
+from infrarsi.units import GIB, MIB
 
 SKIPPED_DIRS = frozenset({".git", STATE_DIR, "__pycache__"})
 # Files up to this size are kept in memory for diffs; larger ones (data, checkpoints) are
 # compared by size and modification time only.
-SNAPSHOT_BYTES = 1 << 20
-OUTSIDE_COPY_BYTES = 1 << 30
+SNAPSHOT_BYTES = MIB
+OUTSIDE_COPY_BYTES = GIB
 """The most a link to outside the repo may hold to be copied into each trial's workspace."""
 HOME_DIR = ".trial-home"
 """The trial's private home, next to the copy in the workspace directory."""
@@ -137,8 +141,8 @@ class Workspace:
         size = _tree_bytes(resolved)
         if size > OUTSIDE_COPY_BYTES:
             raise WorkspaceError(
-                f"{rel_link} is a link to {resolved} outside the repository, holding {size / 2**30:.1f} GiB "
-                f"(more than {OUTSIDE_COPY_BYTES / 2**30:.0f} GiB to copy into every trial): declare it in the "
+                f"{rel_link} is a link to {resolved} outside the repository, holding {size / GIB:.1f} GiB "
+                f"(more than {OUTSIDE_COPY_BYTES / GIB:.0f} GiB to copy into every trial): declare it in the "
                 "contract's [sandbox] read_only to mount it read-only instead")
         if resolved.is_dir():
             shutil.copytree(resolved, dest, symlinks=False)
@@ -189,10 +193,6 @@ class Workspace:
 
     def apply_patches(self, names: tuple[str, ...], contract: Contract) -> tuple[str, bool] | None:
         """Apply the named patches to the copy. On failure: (reason, whether it broke the scope)."""
-        try:
-            from infrarsi.patches import apply_patches
-        except ImportError as err:
-            return f"patches {list(names)} requested but the patch library cannot be loaded: {err}", False
         leaving = [rel for rel in contract.scope.editable if self.writable_path(rel) is None]
         if leaving:
             return f"editable {leaving[0]} is a link to outside the repository: patches are not written through it", True
@@ -204,20 +204,13 @@ class Workspace:
             return f"applying patches {list(names)} raised {type(err).__name__}: {err}", False
         for outcome in outcomes:
             if outcome.status == "failed":
-                reason = outcome.reason or "no reason given"
-                # The patch library marks refusals on scope grounds with this prefix.
-                return f"patch {outcome.name} failed: {reason}", reason.startswith("contract:")
+                return f"patch {outcome.name} failed: {outcome.reason or 'no reason given'}", outcome.breaks_contract
         return None
 
     def write_knobs(self, by_file: dict[str, dict[str, KnobValue]]) -> str | None:
         """Write flag-less knob values into their defining files; a reason when it cannot."""
         if not by_file:
             return None
-        try:
-            from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
-            from infrarsi.knobs.rewrite import set_defaults
-        except ImportError as err:
-            return f"knobs {sorted(k for v in by_file.values() for k in v)} need a source rewrite: {err}"
         for rel, values in by_file.items():
             path = self.writable_path(rel)
             if path is None:

@@ -16,7 +16,7 @@ from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.history import best_ok, measured_keys
 from infrarsi.priors.types import PriorTable
-from infrarsi.search.samplers import Proposal
+from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import SearchSpace
 
 _DOES_NOT_FIT = (TrialStatus.OOM, TrialStatus.CRASH)
@@ -34,7 +34,7 @@ def _random_fresh(space: SearchSpace, rng: np.random.Generator, measured: set[st
     return None
 
 
-class RandomSampler:
+class RandomSampler(Sampler):
     def __init__(self, space: SearchSpace, *, seed: int = 0):
         self.space = space
         self.rng = np.random.default_rng(seed)
@@ -44,7 +44,7 @@ class RandomSampler:
         return Proposal(cand, "random") if cand else None
 
 
-class GreedySampler:
+class GreedySampler(Sampler):
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, seed: int = 0):
         self.space = space
         self.rng = np.random.default_rng(seed)
@@ -73,7 +73,7 @@ class GreedySampler:
         return Proposal(cand, "local optimum: random restart") if cand else None
 
 
-class BatchFinderSampler:
+class BatchFinderSampler(Sampler):
     def __init__(self, space: SearchSpace, *, seed: int = 0):
         self.space = space
         self.rng = np.random.default_rng(seed)

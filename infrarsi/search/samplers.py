@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -21,6 +21,7 @@ from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
 from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import CandidateSet, SearchSpace
 from infrarsi.search.time_model import TimeModel
@@ -42,14 +43,6 @@ made every 2-process launch look hopeless and the search stopped before trying 2
 
 
 @dataclass(frozen=True, slots=True)
-class Proposal:
-    candidate: Candidate
-    reason: str
-    predicted: dict[str, float] = field(default_factory=dict)
-    """What the models expect: step_s, step_log_sd, startup_s, job_s, p_fits, peak_bytes, ei…"""
-
-
-@dataclass(frozen=True, slots=True)
 class RankedCandidate:
     candidate: Candidate
     predicted_step_s: float
@@ -65,7 +58,7 @@ def describe(space: SearchSpace, candidate: Candidate) -> str:
     return ", ".join(space.settings(candidate)) or "baseline"
 
 
-class InfraRSISampler:
+class InfraRSISampler(Sampler):
     def __init__(
         self,
         space: SearchSpace,
@@ -248,6 +241,10 @@ class InfraRSISampler:
         return out
 
     # --- for verification --------------------------------------------------------------------
+
+    def ranked(self, history: list[TrialResult], k: int, planned_steps: int) -> list[Candidate]:
+        """By the model, not by measurement (see ``top_candidates``)."""
+        return [r.candidate for r in self.top_candidates(history, k)]
 
     def top_candidates(self, history: list[TrialResult], k: int) -> list[RankedCandidate]:
         """The k measured-ok candidates the model ranks fastest (by predicted job time, which

@@ -23,17 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi import batch
 from infrarsi.runner.result import Candidate
-
-PATCH_PREFIX = "patch:"
-
-
-def setting_key(knob: str, value: KnobValue) -> str:
-    return f"{knob}={value}"
-
-
-def patch_key(name: str) -> str:
-    return PATCH_PREFIX + name
+from infrarsi.settings import Setting, patch_key, setting_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,15 +141,16 @@ class SearchSpace:
         With an accumulation knob, micro x accumulation x processes must equal the global batch;
         without one the script derives the accumulation, so micro x processes must divide it.
         """
-        members = list(self.coupled.values())
+        roles, members = list(self.coupled), list(self.coupled.values())
         tunable = [k for k in members if k.tunable]
         if not tunable:
             return [{}]
-        exact = "grad_accum" in self.coupled
         combos = []
         for values in itertools.product(*(_knob_values(k) for k in members)):
-            product = math.prod(int(v) for v in values)
-            if product == self.global_batch if exact else self.global_batch % product == 0:
+            split = {role: int(v) for role, v in zip(roles, values)}
+            micro, ranks = split["micro_batch"], split.get("nproc_per_node", 1)
+            if ("grad_accum" in split and batch.keeps(self.global_batch, micro, split["grad_accum"], ranks)
+                    or "grad_accum" not in split and batch.divides(self.global_batch, micro, ranks)):
                 combos.append({k.name: v for k, v in zip(members, values) if k.tunable})
         default = {k.name: k.default for k in tunable}
         if default not in combos:
@@ -222,7 +215,7 @@ class SearchSpace:
 
     def knob_of(self, key: str) -> str:
         """The dimension a setting key belongs to: the knob name or ``patch:name``."""
-        return key if key.startswith(PATCH_PREFIX) else key.split("=", 1)[0]
+        return Setting.parse(key).dim
 
     # --- candidates ------------------------------------------------------------------------
 
@@ -242,8 +235,8 @@ class SearchSpace:
         gate = self.patch_gates.get(patch)
         if gate is None:
             return True
-        name, _, value = gate.partition("=")
-        return name in knobs and str(knobs[name]) == value
+        held = Setting.parse(gate)
+        return held.name in knobs and str(knobs[held.name]) == held.value
 
     def is_valid(self, candidate: Candidate) -> bool:
         if set(candidate.knobs) != set(self._defaults) or not set(candidate.patches) <= set(self.patches):

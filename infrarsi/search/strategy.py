@@ -9,6 +9,7 @@ with OOM handled the way their users do (a failed trial for TPE, a constraint fo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,23 +18,49 @@ import optuna
 
 from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
-from infrarsi.llm import load_llm_config
+from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
+from infrarsi.records import DoctorReport
 from infrarsi.priors.types import Prior, neutral_prior, patch_key
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
-from infrarsi.search.history import best_ok, distinct, failed_keys, measured_fast, measured_keys
+from infrarsi.search.history import distinct, measured_fast, measured_keys
 from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.sampler import Sampler, rank_by_measurement
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
+from infrarsi.settings import Setting
 from infrarsi.verification import ahead_of_baseline
 
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
 BANK_SEEDS = 3
 MAX_NOISE_FLOOR = 0.5
 """A baseline measured on a busy machine can show a CV near 1; the time model's noise stays a log-sd below this."""
+
+
+def _infrarsi(strategy: Strategy, space: SearchSpace) -> Sampler:
+    seeds = [s for s in strategy.seeds if space.is_valid(s)]
+    return InfraRSISampler(space, strategy.priors, seeds, seed=strategy.seed,
+                           noise_floor=min(max(strategy.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
+                           noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup)
+
+
+OWN_SAMPLERS: dict[str, Callable[[Strategy, SearchSpace], Sampler]] = {
+    "infrarsi": _infrarsi,
+    "random": lambda strategy, space: RandomSampler(space, seed=strategy.seed),
+    "greedy": lambda strategy, space: GreedySampler(space, strategy.priors, seed=strategy.seed),
+    "batchfinder": lambda strategy, space: BatchFinderSampler(space, seed=strategy.seed),
+}
+"""The strategies whose candidates InfraRSI chooses (and enqueues in the study)."""
+OPTUNA_SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
+    "tpe": optuna.samplers.TPESampler,
+    "gp": optuna.samplers.GPSampler,
+}
+"""The strategies where Optuna's own sampler drives the study."""
+OOM_AS_CONSTRAINT = ("gp",)
+"""Samplers that learn OOM as a constraint (GP, as its users do) rather than a failed trial (TPE)."""
 
 
 def _patch_priors(device: str) -> dict[str, Prior | None]:
@@ -67,37 +94,25 @@ class Strategy:
     signature: Any = None
     hardware: Any = None
     space: SearchSpace | None = None
-    sampler: Any = None
+    sampler: Sampler | None = None
+    """Ours (``OWN_SAMPLERS``) after ``prepare``; None where an Optuna sampler drives the study."""
 
     @property
     def optuna_sampler(self) -> optuna.samplers.BaseSampler:
-        if self.name == "tpe":
-            return optuna.samplers.TPESampler(seed=self.seed)
-        if self.name == "gp":
-            return optuna.samplers.GPSampler(seed=self.seed)
         # Our own samplers choose the candidate and enqueue it; Optuna's sampler never decides.
-        return optuna.samplers.RandomSampler(seed=self.seed)
+        return OPTUNA_SAMPLERS.get(self.name, optuna.samplers.RandomSampler)(seed=self.seed)
 
     @property
     def oom_as_constraint(self) -> bool:
-        return self.name == "gp"
+        return self.name in OOM_AS_CONSTRAINT
 
     def baseline(self) -> Candidate:
         return Candidate(knobs={k.name: k.default for k in self.contract.tunable})
 
     def prepare(self, space: SearchSpace) -> None:
         self.space = space
-        if self.name == "infrarsi":
-            seeds = [s for s in self.seeds if space.is_valid(s)]
-            self.sampler = InfraRSISampler(space, self.priors, seeds, seed=self.seed,
-                                           noise_floor=min(max(self.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
-                                           noise_cv=self.noise_cv or None, min_speedup=self.min_speedup)
-        elif self.name == "random":
-            self.sampler = RandomSampler(space, seed=self.seed)
-        elif self.name == "greedy":
-            self.sampler = GreedySampler(space, self.priors, seed=self.seed)
-        elif self.name == "batchfinder":
-            self.sampler = BatchFinderSampler(space, seed=self.seed)
+        make = OWN_SAMPLERS.get(self.name)
+        self.sampler = make(self, space) if make is not None else None
 
     def propose(self, history: list[TrialResult]) -> tuple[Candidate | None, str] | None:
         """The next candidate and why; (None, reason) lets Optuna's sampler choose; None: space exhausted."""
@@ -111,7 +126,7 @@ class Strategy:
     @property
     def stop_reason(self) -> str:
         """Why the last ``propose`` returned None."""
-        return getattr(self.sampler, "stop_reason", "") or "every candidate measured"
+        return (self.sampler.stop_reason if self.sampler is not None else "") or "every candidate measured"
 
     def to_verify(self, history: list[TrialResult], k: int) -> list[Candidate]:
         """What re-verification reruns: the ``k`` best ranked ahead of the baseline, plus every
@@ -128,17 +143,12 @@ class Strategy:
         return distinct(chosen + extra)
 
     def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
-        """What to re-verify: InfraRSI ranks by its model; peers by their best measured runs."""
-        if isinstance(self.sampler, InfraRSISampler):
-            return [r.candidate for r in self.sampler.top_candidates(history, k)]
-        failed = failed_keys(history)
-        ranked: list[Candidate] = []
-        pool = [t for t in history if t.ok and t.candidate.key() not in failed]
-        while pool and len(ranked) < k:
-            best = best_ok(pool, self.contract.workload.planned_steps)
-            ranked.append(best.candidate)
-            pool = [t for t in pool if t.candidate.key() != best.candidate.key()]
-        return ranked
+        """What to re-verify: the sampler's ranking (InfraRSI's by its model); Optuna's samplers'
+        by their best measured runs."""
+        planned = self.contract.workload.planned_steps
+        if self.sampler is None:
+            return rank_by_measurement(history, k, planned)
+        return self.sampler.ranked(history, k, planned)
 
     def prior_checks(self, history: list[TrialResult]) -> list[dict[str, Any]]:
         if self.space is None:
@@ -189,10 +199,10 @@ class Strategy:
             # A setting no trial held has only the ridge's shrunk zero to show: not a finding.
             if check.quantity != "time" or not math.isfinite(check.observed) or check.n_trials == 0:
                 continue
-            name, _, value = check.key.partition("=")
-            role = "patch" if check.key.startswith("patch:") else self.contract.knob(name).role
-            baseline = "off" if role == "patch" else self.contract.knob(name).default
-            effects.append(EffectFinding(key=check.key, role=role, value=value or "on", baseline=baseline,
+            setting = Setting.parse(check.key)
+            role = "patch" if setting.patch else self.contract.knob(setting.name).role
+            baseline = "off" if setting.patch else self.contract.knob(setting.name).default
+            effects.append(EffectFinding(key=check.key, role=role, value=setting.value or "on", baseline=baseline,
                                          time_log=check.observed, time_sd=max(check.observed_sd, 1e-3),
                                          n=check.n_trials, noise_cv=self.noise_cv or None))
         verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else
@@ -215,13 +225,14 @@ def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
     return out
 
 
-def make_strategy(name: str, *, repo: Path, contract: Contract, doctor, seed: int = 0,
+def make_strategy(name: str, *, repo: Path, contract: Contract, doctor: DoctorReport, seed: int = 0,
+                  llm: LLMConfig | None = None,
                   bank_url: str | None = None, use_bank: bool = True) -> Strategy:
     """Priors from the configured provider (LLM or built-in), revised by the bank's findings; bank seeds."""
     hardware = doctor.hardware
     context = PriorContext(contract=contract, hardware=hardware, doctor=doctor.to_dict(),
                            sources=_editable_sources(repo, contract), patches=_patch_priors(contract.memory.device))
-    answer = default_provider(load_llm_config(repo)).priors(context)
+    answer = default_provider(llm if llm is not None else load_llm_config(repo)).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
     strategy = Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
                         hardware=hardware, noise_cv=doctor.noise.effective_cv, min_speedup=doctor.noise.min_speedup)

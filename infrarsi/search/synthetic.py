@@ -14,9 +14,10 @@ import numpy as np
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.space import SearchSpace
+from infrarsi.units import GIB
 
 
-def contract_with(knobs: list[Knob], *, global_batch: int = 16, budget_bytes: int = 2**30,
+def contract_with(knobs: list[Knob], *, global_batch: int = 16, budget_bytes: int = GIB,
                   planned_steps: int = 1000) -> Contract:
     return Contract(
         workload=Workload(
@@ -57,7 +58,7 @@ def dense_knobs() -> list[Knob]:
 
 DENSE_PATCHES = ["fused_qkv", "sdpa_attention", "no_grad_eval", "set_to_none", "flash_mlp"]
 
-# Ground truth shaped like MEASURED.md's small GPT on a 2-core CPU (log multipliers against the
+# Ground truth shaped like docs/measured.md's small GPT on a 2-core CPU (log multipliers against the
 # baseline); the patch effects are invented. Used as the known answer, never as a prior.
 DENSE_TIME = {
     "micro_batch_size=1": 0.31, "micro_batch_size=2": 0.12, "micro_batch_size=8": -0.06,
@@ -86,7 +87,7 @@ class Surface:
     """Log step time, log peak and start-up additive in the candidate's settings, plus noise."""
 
     def __init__(self, space: SearchSpace, time_effects: dict[str, float], mem_effects: dict[str, float],
-                 *, base_step: float = 1.0, base_peak: float = 0.6 * 2**30, noise: float = 0.02,
+                 *, base_step: float = 1.0, base_peak: float = 0.6 * GIB, noise: float = 0.02,
                  base_startup: float = 3.0, startup_effects: dict[str, float] | None = None, seed: int = 0):
         self.space = space
         self.time = time_effects

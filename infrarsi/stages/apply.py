@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import git
@@ -20,17 +21,26 @@ from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.launcher.settings import settings_env
 from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.runner.result import Candidate
-from infrarsi.stages.run import RunResult, load_run
+from infrarsi.records import RunResult, load_run
+from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.verification import Verdict
+from infrarsi.units import MIB
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """What stages/run.py's new_run_id writes."""
 
 
+class ApplyStatus(StrEnum):
+    COMMITTED = "committed"
+    DRY_RUN = "dry_run"
+    REFUSED = "refused"
+    """Nothing was written: the working tree or the change is not one apply may commit."""
+    ERROR = "error"
+
+
 @dataclass(kw_only=True, slots=True)
 class ApplyResult:
-    status: str
-    """committed | dry_run | refused | error."""
+    status: ApplyStatus
     message: str
     branch: str = ""
     commit: str = ""
@@ -93,7 +103,7 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
         lines.append(f"  loss: max |candidate - baseline| = {verdict.max_loss_diff:.2e} over {contract.loss.compare_steps} steps "
                      f"(tolerance {contract.loss.tolerance:.1e})")
     if verdict.peak_bytes:
-        lines.append(f"  peak memory {verdict.peak_bytes / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB)")
+        lines.append(f"  peak memory {verdict.peak_bytes / MIB:.0f} MiB (budget {budget / MIB:.0f} MiB)")
     lines.append(f"  trials: {len(run.trials)} ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))}), "
                  f"{run.spent_s:.0f} s of trials")
     if flags:
@@ -141,30 +151,30 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
     contract = require_intact(repo)
     run = load_run(repo)
     if run is None:
-        return ApplyResult(status="error", message=f"no run recorded in {repo}/.infrarsi; run `infrarsi run {repo}` first")
+        return ApplyResult(status=ApplyStatus.ERROR, message=f"no run recorded in {repo}/.infrarsi; run `infrarsi run {repo}` first")
     verdict = _pick(run, candidate)
     if verdict is None:
         which = f"trial {candidate} is not a promoted candidate" if candidate is not None else "the last run promoted no candidate"
-        return ApplyResult(status="error", message=f"{which}; nothing verified to apply")
+        return ApplyResult(status=ApplyStatus.ERROR, message=f"{which}; nothing verified to apply")
     place = vcs.locate(repo)
     if place is None:
-        return ApplyResult(status="error", message=(
+        return ApplyResult(status=ApplyStatus.ERROR, message=(
             f"{repo} is not in a git repository. InfraRSI commits changes on a new branch for review and "
             "will not create a repository for you: run `git init && git add -A && git commit -m base` there first."))
     dirty = vcs.dirty(place, contract.scope.editable)
     if dirty:
-        return ApplyResult(status="refused", message=(
+        return ApplyResult(status=ApplyStatus.REFUSED, message=(
             "uncommitted changes in the editable scope: " + ", ".join(dirty) + ". Commit or stash them first."))
     base = contract.base_commit or vcs.head_commit(repo)
     branch = f"infrarsi/{run.run_id}"
     # run.json is a file in the repo anyone may edit: its run_id names the branch, so it is checked
     # before anything is built.
     if not RUN_ID.fullmatch(run.run_id) or not vcs.valid_branch(place, branch):
-        return ApplyResult(status="refused", message=(
+        return ApplyResult(status=ApplyStatus.REFUSED, message=(
             f"run.json's run_id {run.run_id!r} is not one InfraRSI writes (YYYYMMDD-HHMMSS-xxxx); "
             f"run `infrarsi run {repo}` again"))
     if not dry_run and vcs.branch_exists(place, branch):
-        return ApplyResult(status="refused", message=f"branch {branch} already exists; it holds this run's commit")
+        return ApplyResult(status=ApplyStatus.REFUSED, message=f"branch {branch} already exists; it holds this run's commit")
     try:
         with vcs.worktree(place, base) as checkout:
             # LLM diffs are where the run stored them, in the user's state folder: the checkout
@@ -173,22 +183,23 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
                                                    contract.memory.device, diff_dir=patch_dir(repo))
             failed = [o for o in outcomes if o.status == "failed"]
             if failed:
-                return ApplyResult(status="error", message=f"patch {failed[0].name} no longer applies: {failed[0].reason}")
+                return ApplyResult(status=ApplyStatus.ERROR, message=f"patch {failed[0].name} no longer applies: {failed[0].reason}")
             flags = _write_settings(checkout, contract, _changed_settings(contract, verdict.candidate))
             wt = git.Repo(checkout, search_parent_directories=True)
             changed = _touched(wt, place)
             outside = [p for p in changed if not contract.scope.allows(p)]
             if outside:
-                return ApplyResult(status="refused", message=f"the change touches files outside the editable scope: {', '.join(outside)}")
+                return ApplyResult(status=ApplyStatus.REFUSED, message=f"the change touches files outside the editable scope: {', '.join(outside)}")
             diff = wt.git.diff()
             message = commit_message(run, verdict, contract, changed, flags)
             if dry_run:
-                return ApplyResult(status="dry_run", message="dry run: nothing written", base=base, diff=diff,
+                return ApplyResult(status=ApplyStatus.DRY_RUN, message="dry run: nothing written", base=base, diff=diff,
                                    paths=changed, flags=flags, commit_message=message)
             sha = vcs.commit_on_branch(checkout, place, changed, message, branch)
+        vcs.add_note(place, sha, CommitEvidence.of(run, verdict).to_json(), NOTES_REF)
     except git.GitCommandError as err:
-        return ApplyResult(status="error", message=f"git failed: {err.stderr.strip() or err}")
+        return ApplyResult(status=ApplyStatus.ERROR, message=f"git failed: {err.stderr.strip() or err}")
     except vcs.HookRefused as err:  # the user's pre-commit or commit-msg hook said no
-        return ApplyResult(status="error", message=str(err))
-    return ApplyResult(status="committed", message=f"committed {sha[:10]} on branch {branch}", branch=branch,
+        return ApplyResult(status=ApplyStatus.ERROR, message=str(err))
+    return ApplyResult(status=ApplyStatus.COMMITTED, message=f"committed {sha[:10]} on branch {branch}", branch=branch,
                        commit=sha, base=base, diff=diff, paths=changed, flags=flags, commit_message=message)

@@ -28,6 +28,7 @@ from pathlib import Path
 import libcst as cst
 import psutil
 
+from infrarsi import batch
 from infrarsi.codemods.insert_probe import probe_diff
 from infrarsi.contract import (
     Contract,
@@ -53,6 +54,7 @@ from infrarsi.knobs.roles import assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs
 from infrarsi.llm import load_llm_config
+from infrarsi.units import GIB, MIB
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10
@@ -352,7 +354,7 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
     if not facts.global_batch_knob:
         if micro and accum:
             # nanoGPT: the global batch is micro-batch x accumulation (one process); the search keeps the product.
-            facts.global_batch = micro[0].default * accum[0].default
+            facts.global_batch = batch.global_batch(micro[0].default, accum[0].default)
         elif micro:
             # A micro-batch with nothing to accumulate over is the global batch: it defines the workload.
             roles[micro[0].name] = "workload"
@@ -572,18 +574,18 @@ def _default_budget(repo: Path, device: str, warnings: list[str]) -> int:
     for readme in sorted(repo.glob("README*")):
         match = _README_BUDGET.search(readme.read_text(errors="replace"))
         if match:
-            return int(match.group(1)) * 2**20
+            return int(match.group(1)) * MIB
     if device == "cuda":
         import torch
 
         total = torch.cuda.get_device_properties(0).total_memory
-        warnings.append(f"memory budget: {BUDGET_FRACTION:.0%} of the card ({total / 2**30:.1f} GiB); set --budget-gib to change")
+        warnings.append(f"memory budget: {BUDGET_FRACTION:.0%} of the card ({total / GIB:.1f} GiB); set --budget-gib to change")
         return int(total * BUDGET_FRACTION)
     import psutil
 
     available = psutil.virtual_memory().available
     warnings.append(
-        f"memory budget: {BUDGET_FRACTION:.0%} of the available RAM ({available / 2**30:.1f} GiB); set --budget-gib to change"
+        f"memory budget: {BUDGET_FRACTION:.0%} of the available RAM ({available / GIB:.1f} GiB); set --budget-gib to change"
     )
     return int(available * BUDGET_FRACTION)
 

@@ -15,10 +15,12 @@ from infrarsi.events import Event, EventSink, ignore
 from infrarsi.goal import Goal, GoalError, parse_goal
 from infrarsi.llm import load_llm_config
 from infrarsi.stages.apply import ApplyResult, apply
-from infrarsi.stages.doctor import DoctorError, doctor, load_doctor
+from infrarsi.records import DoctorError, load_doctor
+from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.report import ReportResult, report
-from infrarsi.stages.run import RunResult, run
+from infrarsi.records import RunResult, RunStatus
+from infrarsi.stages.run import run
 
 DEFAULT_TRIALS = 20
 
@@ -107,7 +109,7 @@ def optimize(
         result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, use_bank=use_bank,
                          on_event=on_event, sandbox=sandbox)
         result.stages.append("run")
-        if result.run.status in ("error", "interrupted"):
+        if result.run.status in (RunStatus.ERROR, RunStatus.INTERRUPTED):
             result.status, result.message = result.run.status, result.run.message
             return result
         result.report = report(repo, storage=storage)

@@ -18,8 +18,7 @@ from infrarsi.contract import STATE_DIR, Contract, ContractError, require_intact
 from infrarsi.report import document, html, markdown
 from infrarsi.report.model import Report, build_report
 from infrarsi.report.plots import draw_all
-from infrarsi.stages.doctor import DoctorError, load_doctor
-from infrarsi.stages.run import RunResult, load_run
+from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
 from infrarsi.study import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
 
 FORMATS = ("md", "html")

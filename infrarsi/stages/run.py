@@ -8,10 +8,8 @@ written to ``.infrarsi/run.json`` for report and apply.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,20 @@ from optuna.trial import TrialState
 from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.llm import load_llm_config
-from infrarsi.noise import PROMOTION_FLOOR
+from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches.llm_proposals import cached_proposals
+from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, RunStatus, TrialRow,
+                              load_doctor, save_run)
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.doctor import load_doctor
-from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, grace_period_s,
-                            hide_password)
-from infrarsi.verification import Rounds, Verdict, best_promoted, interleave, job_seconds
+from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, hide_password)
+from infrarsi.records import Verdict
+from infrarsi.verification import Rounds, best_promoted, interleave, job_seconds
 
-RUN_FILE = "run.json"
 ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
@@ -45,99 +43,6 @@ MEASURING = ("baseline", "validation", "search")
 CLAIM = "claim"
 OUTCOME_ATTR = "outcome"
 DEFERRED_ATTR = "deferred_to"
-
-
-@dataclass(kw_only=True, slots=True)
-class TrialRow:
-    """One trial as the report lists it."""
-
-    number: int
-    kind: str
-    status: str
-    candidate: dict[str, Any]
-    step_s: float | None
-    job_s: float | None
-    peak_bytes: int | None
-    """The largest rank's."""
-    wall_s: float
-    detail: str
-    reason: str = ""
-    rank_peak_bytes: list[int] = field(default_factory=list)
-
-
-@dataclass(kw_only=True, slots=True)
-class PatchCheck:
-    name: str
-    status: str
-    """validated | the failing trial's status | skipped."""
-    reason: str
-    cost_s: float
-
-
-@dataclass(kw_only=True, slots=True)
-class RunResult:
-    status: str
-    """ok | no_promotion | searched (verify=False) | interrupted | error."""
-    message: str
-    run_id: str = ""
-    sampler: str = ""
-    storage_url: str = ""
-    """The study's storage, its password hidden (``--storage`` gives it again to reopen it)."""
-    study_name: str = ""
-    sandbox: str = ""
-    """How trials ran: ``bubblewrap`` or ``off (--no-sandbox)`` (see runner/sandbox.py)."""
-    started: str = ""
-    baseline: dict[str, Any] | None = None
-    trials: list[TrialRow] = field(default_factory=list)
-    patch_checks: list[PatchCheck] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
-    promoted: Verdict | None = None
-    noise_floor: float = 1.0
-    """Doctor's one-run floor: the smallest speedup a single trial against the baseline can trust."""
-    promotion_floor: float = PROMOTION_FLOOR
-    """What re-verification's interval must clear."""
-    search_ended: str = ""
-    """Why the search stopped asking for trials: its budget, or nothing left worth a trial."""
-    spent_s: float = 0.0
-    interrupted_s: float = 0.0
-    prior_checks: list[dict[str, Any]] = field(default_factory=list)
-    memory_prices: list[dict[str, Any]] = field(default_factory=list)
-    priors_source: str = ""
-    bank_priors: list[dict[str, Any]] = field(default_factory=list)
-    """Each prior the experience bank contributed and what this run made of it
-    (``Strategy.bank_outcomes``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["verdicts"] = [v.to_dict() for v in self.verdicts]
-        data["promoted"] = self.promoted.to_dict() if self.promoted else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        data = dict(data)
-        data["trials"] = [TrialRow(**t) for t in data.get("trials", [])]
-        data["patch_checks"] = [PatchCheck(**p) for p in data.get("patch_checks", [])]
-        data["verdicts"] = [Verdict.from_dict(v) for v in data.get("verdicts", [])]
-        data["promoted"] = Verdict.from_dict(data["promoted"]) if data.get("promoted") else None
-        return cls(**data)
-
-
-def run_path(repo: Path) -> Path:
-    return Path(repo) / STATE_DIR / RUN_FILE
-
-
-def save_run(result: RunResult, repo: Path) -> Path:
-    path = run_path(repo)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
-    tmp.replace(path)
-    return path
-
-
-def load_run(repo: Path) -> RunResult | None:
-    path = run_path(repo)
-    return RunResult.from_dict(json.loads(path.read_text())) if path.exists() else None
 
 
 class _Session:
@@ -182,7 +87,7 @@ class _Session:
                 and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
 
     def grace_s(self) -> float:
-        return grace_period_s(self.store.study._storage)
+        return self.store.grace_s()
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", exclusive: tuple[str, ...] = ()) -> TrialResult | None:
@@ -202,7 +107,7 @@ class _Session:
             candidate=candidate,
             abort_step_time=abort_step_time,
             timeout_s=self.timeout_s,
-            numerics_by_design=_numerics_by_design(candidate),
+            numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
             reference_checksum=self.reference_checksum,
         )
@@ -222,12 +127,6 @@ class _Session:
                             data={"number": trial.number, "kind": kind, "status": result.status.value,
                                   "candidate": candidate.to_dict(), "step_s": result.step_time, "wall_s": result.wall_s}))
         return result
-
-
-def _numerics_by_design(candidate: Candidate) -> bool:
-    """bf16 or a patch declared to change numerics: judged against the looser, declared tolerance."""
-    by_patch = any(getattr(patch_library.REGISTRY.get(p), "numerics_by_design", False) for p in candidate.patches)
-    return by_patch or any(str(v) in ("bfloat16", "float16", "bf16", "fp16") for v in candidate.knobs.values())
 
 
 def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
@@ -265,7 +164,8 @@ def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) 
 
 
 def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: str = "faster",
-                        doctor: dict[str, Any] | None = None) -> tuple[list[str], list[PatchCheck]]:
+                        doctor: dict[str, Any] | None = None,
+                        llm: LLMConfig | None = None) -> tuple[list[str], list[PatchCheck]]:
     names, skipped = [], []
     found = {name for name, _site in patch_library.find_sites(repo, contract)}
     for name, patch in patch_library.REGISTRY.items():
@@ -275,7 +175,7 @@ def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: st
             skipped.append(PatchCheck(name=name, status="skipped", reason="GPU-only patch on a CPU run", cost_s=0.0))
         else:
             names.append(name)
-    llm = load_llm_config(repo)
+    llm = llm if llm is not None else load_llm_config(repo)
     if llm.configured:  # proposals go through the same one-time validation as library patches
         proposals = cached_proposals(repo, contract, doctor, goal, llm)
         names += proposals.names
@@ -325,22 +225,23 @@ def run(
     every method's pick against its measured table instead of re-verifying each."""
     repo = Path(repo).resolve()
     if sampler not in SAMPLERS:
-        return RunResult(status="error", message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        return RunResult(status=RunStatus.ERROR, message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if trials is None and minutes is None:
         trials = 20
     contract = require_intact(repo)
     problem = bwrap_problem() if sandbox else None
     if problem:
-        return RunResult(status="error", message=problem, sandbox=mode_words(sandbox))
-    for warning in load_llm_config(repo).warnings:
+        return RunResult(status=RunStatus.ERROR, message=problem, sandbox=mode_words(sandbox))
+    llm = load_llm_config(repo)  # read once: the proposals and the priors get this one
+    for warning in llm.warnings:
         on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     doctor = load_doctor(repo)
     if doctor is None:
-        return RunResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
+        return RunResult(status=RunStatus.ERROR, message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
     device = contract.memory.device
-    patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict())
+    patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict(), llm=llm)
     storage_url = storage or default_storage_url(repo)
-    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed,
+    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed, llm=llm,
                            bank_url=bank_url, use_bank=use_bank)
     shown_url = hide_password(storage_url)
     try:
@@ -348,10 +249,10 @@ def run(
                                 oom_as_constraint=context.oom_as_constraint)
     except sqlalchemy.exc.SQLAlchemyError as err:
         why = str(err.orig if getattr(err, "orig", None) else err).strip().splitlines()[0]
-        return RunResult(status="error", message=f"the study storage {shown_url} cannot be opened: "
+        return RunResult(status=RunStatus.ERROR, message=f"the study storage {shown_url} cannot be opened: "
                                                  f"{_without(why, storage_url, shown_url)}", sandbox=mode_words(sandbox))
     store.fail_stale()
-    result = RunResult(status="ok", message="", run_id=new_run_id(), sampler=sampler, storage_url=shown_url,
+    result = RunResult(status=RunStatus.OK, message="", run_id=new_run_id(), sampler=sampler, storage_url=shown_url,
                        study_name=store.study.study_name, started=dt.datetime.now().isoformat(timespec="seconds"),
                        noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source,
                        sandbox=mode_words(sandbox))
@@ -365,16 +266,16 @@ def run(
         if verify:
             _conclude(session, context, result)
         else:
-            result.status, result.message = "searched", f"search ended ({result.search_ended}); not re-verified"
+            result.status, result.message = RunStatus.SEARCHED, f"search ended ({result.search_ended}); not re-verified"
     except _Stop as stop:
-        result.status = "error"
+        result.status = RunStatus.ERROR
         result.message = str(stop)
     except KeyboardInterrupt:
-        result.status = "interrupted"
+        result.status = RunStatus.INTERRUPTED
         result.message = "interrupted: every finished trial is kept in the study; run again to continue"
     _summarize(session, context, result, skipped)
     save_run(result, repo)
-    if result.status in ("ok", "no_promotion") and session.verified_here:  # one worker per round records it
+    if result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here:  # one worker per round records it
         context.record_findings(result, store.history())
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
@@ -474,22 +375,22 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
                     _wait_for_running(session)
                     _verify(session, context, result)
             except BaseException:
-                store.study.tell(claim, state=TrialState.FAIL)
+                store.close(claim, TrialState.FAIL)
                 raise
             claim.set_user_attr(OUTCOME_ATTR, {
                 "status": result.status, "message": result.message,
                 "verdicts": [v.to_dict() for v in result.verdicts],
                 "promoted": result.promoted.to_dict() if result.promoted else None,
             })
-            store.study.tell(claim, state=TrialState.PRUNED)
+            store.close(claim, TrialState.PRUNED)
             session.verified_here = True
             return
         claim.set_user_attr(DEFERRED_ATTR, winner.number)
-        store.study.tell(claim, state=TrialState.PRUNED)
+        store.close(claim, TrialState.PRUNED)
         outcome = _wait_for_outcome(session)
         if outcome is not None:
             number, data = outcome
-            result.status = data["status"]
+            result.status = RunStatus(data["status"])
             result.message = f"verified by another worker (study trial {number}): {data['message']}"
             result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
             result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
@@ -524,7 +425,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
     history = session.store.history()
     top = context.to_verify(history, VERIFY_TOP)
     if not top:
-        result.status = "no_promotion"
+        result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
         return
     contract = session.contract
@@ -538,7 +439,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
         lo = result.promoted.job_speedup[1]
         result.message = f"promoted: {result.promoted.job_speedup[0]:.2f}x faster (95% CI low {lo:.2f}x)"
     else:
-        result.status = "no_promotion"
+        result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate cleared the promotion floor in re-verification"
 
 
@@ -551,6 +452,6 @@ def _summarize(session: _Session, context, result: RunResult, skipped: list[Patc
     result.spent_s = sum(s.result.wall_s for s in stored)
     result.interrupted_s = session.store.interrupted_seconds()
     history = [s.result for s in stored]
-    result.prior_checks = context.prior_checks(history)
-    result.bank_priors = context.bank_outcomes(history)
-    result.memory_prices = context.memory_prices(history)
+    result.prior_checks = [PriorCheckRow(**c) for c in context.prior_checks(history)]
+    result.bank_priors = [BankPriorRow(**b) for b in context.bank_outcomes(history)]
+    result.memory_prices = [MemoryPriceRow(**p) for p in context.memory_prices(history)]

@@ -7,8 +7,8 @@ exits non-zero when the recorded speedup no longer holds.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import git
@@ -17,23 +17,29 @@ from infrarsi import vcs
 from infrarsi.contract import STATE_DIR, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
+from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.verification import Rounds, job_seconds
 
-RECORDED = re.compile(r"infrarsi: (?P<point>[0-9.]+)x faster training job \(95% CI (?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\)")
+class VerifyStatus(StrEnum):
+    HOLDS = "holds"
+    REGRESSED = "regressed"
+    """The reruns do not clear the floor, or fall short of the recorded speed-up."""
+    FAILED = "failed"
+    """A rerun did not end ok."""
+    ERROR = "error"
 
 
 @dataclass(kw_only=True, slots=True)
 class VerifyResult:
-    status: str
-    """holds | regressed | failed | error."""
+    status: VerifyStatus
     message: str
     base: str = ""
     rev: str = ""
     recorded: tuple[float, float, float] | None = None
-    """(point, low, high) from the commit message, when it is an InfraRSI commit."""
+    """(point, low, high) from the commit's evidence note, when ``apply`` made it."""
     speedup: tuple[float, float, float] | None = None
     floor: float = PROMOTION_FLOOR
     """What the speedup's interval must clear (see ``infrarsi.noise``)."""
@@ -48,9 +54,11 @@ class VerifyResult:
         return asdict(self)
 
 
-def recorded_speedup(message: str) -> tuple[float, float, float] | None:
-    match = RECORDED.search(message)
-    return (float(match["point"]), float(match["low"]), float(match["high"])) if match else None
+def recorded_speedup(place: vcs.GitPlace, sha: str) -> tuple[float, float, float] | None:
+    """The speed-up ``apply`` recorded beside the commit; None for a commit it did not make."""
+    note = vcs.read_note(place, sha, NOTES_REF)
+    evidence = CommitEvidence.from_json(note) if note is not None else None
+    return evidence.job_speedup if evidence is not None else None
 
 
 def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSink = ignore,
@@ -60,19 +68,19 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     contract = require_intact(repo)
     problem = bwrap_problem() if sandbox else None
     if problem:
-        return VerifyResult(status="error", message=problem, sandbox=mode_words(sandbox))
+        return VerifyResult(status=VerifyStatus.ERROR, message=problem, sandbox=mode_words(sandbox))
     place = vcs.locate(repo)
     if place is None:
-        return VerifyResult(status="error", message=f"{repo} is not in a git repository")
+        return VerifyResult(status=VerifyStatus.ERROR, message=f"{repo} is not in a git repository")
     try:
         commit = place.repo.commit(rev)
     except (git.BadName, ValueError):
-        return VerifyResult(status="error", message=f"unknown revision {rev!r} in {place.root}")
+        return VerifyResult(status=VerifyStatus.ERROR, message=f"unknown revision {rev!r} in {place.root}")
     base = contract.base_commit or (commit.parents[0].hexsha if commit.parents else "")
     if not base:
-        return VerifyResult(status="error", message=f"{rev} has no parent and the contract records no base commit")
-    result = VerifyResult(status="failed", message="", base=base, rev=commit.hexsha,
-                          recorded=recorded_speedup(commit.message), sandbox=mode_words(sandbox))
+        return VerifyResult(status=VerifyStatus.ERROR, message=f"{rev} has no parent and the contract records no base commit")
+    result = VerifyResult(status=VerifyStatus.FAILED, message="", base=base, rev=commit.hexsha,
+                          recorded=recorded_speedup(place, commit.hexsha), sandbox=mode_words(sandbox))
     planned = contract.workload.planned_steps
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
@@ -96,13 +104,13 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
             if done < rounds.least:
                 return False
             _judge(result, runs, planned, rounds)
-            return result.status == "holds" or not _could_hold(result)
+            return result.status is VerifyStatus.HOLDS or not _could_hold(result)
 
         result.rounds = rounds.run(run_round, decided)
     result.statuses = [t.status.value for t in runs["base"] + runs["rev"]]
     bad = [t for t in runs["base"] + runs["rev"] if not t.ok]
     if bad:
-        result.status = "failed"
+        result.status = VerifyStatus.FAILED
         result.message = f"a rerun ended {bad[0].status.value}: {bad[0].detail[-200:]}"
     on_event(Event(stage="verify", kind="end", message=result.message))
     return result
@@ -114,7 +122,7 @@ def _judge(result: VerifyResult, runs: dict[str, list[TrialResult]], planned: in
     interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.per_look)
     result.speedup = tuple(interval)
     holds = interval.low > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
-    result.status = "holds" if holds else "regressed"
+    result.status = VerifyStatus.HOLDS if holds else VerifyStatus.REGRESSED
     said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
     result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, {rounds.confidence:.0%} CI "
                       f"[{interval.low:.2f}, {interval.high:.2f}] over {len(result.rev_job_s)} rounds "

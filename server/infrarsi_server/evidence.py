@@ -8,13 +8,11 @@ key) and memory prices (fitted log change of the peak per key).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from infrarsi.contract import Knob, KnobValue
-
-
-def _get(row: Any, name: str, default: Any = None) -> Any:
-    return row.get(name, default) if isinstance(row, dict) else getattr(row, name, default)
+from infrarsi.records import RunResult
+from infrarsi.settings import patch_key, setting_key
+from infrarsi.units import MIB
 
 
 def _times(factor: float) -> str:
@@ -25,61 +23,52 @@ def _pct(log_effect: float) -> str:
     return f"{math.expm1(log_effect) * 100:+.0f}%"
 
 
-def time_effect(run: Any, key: str) -> str | None:
+def time_effect(run: RunResult, key: str) -> str | None:
     """``step time 0.91× (observed over 4 trials; prior 0.97×)`` for a key the run checked."""
-    for check in getattr(run, "prior_checks", None) or []:
-        if _get(check, "key") != key or _get(check, "quantity", "time") != "time":
+    for check in run.prior_checks:
+        if check.key != key or check.quantity != "time" or check.observed is None:
             continue
-        observed = _get(check, "observed")
-        if observed is None:
-            continue
-        text = f"step time {_times(math.exp(observed))} (observed over {_get(check, 'n_trials', '?')} trials"
-        prior = _get(check, "prior")
-        prior_mean = _get(prior, "time_log_mean") if prior is not None else _get(check, "prior_mean")
-        if prior_mean is not None:
-            text += f"; prior {_times(math.exp(prior_mean))}"
-        if _get(check, "miscalibrated"):
+        text = f"step time {_times(math.exp(check.observed))} (observed over {check.n_trials} trials"
+        if check.prior_mean is not None:
+            text += f"; prior {_times(math.exp(check.prior_mean))}"
+        if check.miscalibrated:
             text += "; the prior was wrong"
         return text + ")"
     return None
 
 
-def memory_price(run: Any, key: str) -> str | None:
+def memory_price(run: RunResult, key: str) -> str | None:
     """``peak memory +12% (+80 MiB)`` for a key the run priced."""
-    for price in getattr(run, "memory_prices", None) or []:
-        if _get(price, "key") != key:
+    for price in run.memory_prices:
+        if price.key != key or price.log_effect is None:
             continue
-        log_effect = _get(price, "log_effect")
-        if log_effect is None:
-            continue
-        text = f"peak memory {_pct(log_effect)}"
-        nbytes = _get(price, "bytes_at_baseline")
-        if nbytes is not None:
-            text += f" ({nbytes / 2**20:+.0f} MiB)"
+        text = f"peak memory {_pct(price.log_effect)}"
+        if price.bytes_at_baseline is not None:
+            text += f" ({price.bytes_at_baseline / MIB:+.0f} MiB)"
         return text
     return None
 
 
-def promoted_speedup(run: Any) -> str | None:
-    verdict = getattr(run, "promoted", None)
+def promoted_speedup(run: RunResult) -> str | None:
+    verdict = run.promoted
     if verdict is None or not verdict.job_speedup:
         return None
     point, low, _ = verdict.job_speedup
     return f"{point:.2f}× faster (95% CI low {low:.2f}×)"
 
 
-def patch_status(run: Any, name: str) -> str:
+def patch_status(run: RunResult | None, name: str) -> str:
     """The diagnostic's verdict on one patch: verified with its effect and run id, or not yet."""
     if run is None:
         return "not yet verified"
-    run_id = getattr(run, "run_id", "")
-    promoted = getattr(run, "promoted", None)
+    run_id = run.run_id
+    promoted = run.promoted
     parts = []
     if promoted is not None and name in promoted.candidate.patches:
         parts.append(f"verified in run {run_id}: part of the promoted candidate, {promoted_speedup(run)}")
-    check = next((c for c in getattr(run, "patch_checks", []) if c.name == name), None)
-    effect = time_effect(run, f"patch:{name}")
-    price = memory_price(run, f"patch:{name}")
+    check = next((c for c in run.patch_checks if c.name == name), None)
+    effect = time_effect(run, patch_key(name))
+    price = memory_price(run, patch_key(name))
     if check is not None and check.status not in ("validated", "skipped"):
         parts.append(f"failed validation in run {run_id}: {check.status}")
     elif check is not None and check.status == "skipped":
@@ -90,20 +79,20 @@ def patch_status(run: Any, name: str) -> str:
     return "; ".join(parts) if parts else "not yet verified"
 
 
-def setting_lines(run: Any, knob: Knob) -> list[str]:
+def setting_lines(run: RunResult, knob: Knob) -> list[str]:
     """One line per value of the knob that the run measured: time effect and memory price."""
     out = []
     for value in knob.domain:
-        key = f"{knob.name}={value}"
+        key = setting_key(knob.name, value)
         found = [p for p in (time_effect(run, key), memory_price(run, key)) if p]
         if found:
             out.append(f"{knob.name}={value}: " + ", ".join(found))
     return out
 
 
-def promoted_value(run: Any, knob: Knob) -> KnobValue | None:
+def promoted_value(run: RunResult | None, knob: Knob) -> KnobValue | None:
     """The promoted candidate's value for this knob, when it differs from the default."""
-    promoted = getattr(run, "promoted", None)
+    promoted = run.promoted if run is not None else None
     if promoted is None or knob.name not in promoted.candidate.knobs:
         return None
     value = promoted.candidate.knobs[knob.name]

@@ -11,12 +11,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from infrarsi.contract import STATE_DIR, Contract, ContractError, contract_path, load_contract
-
-DOCTOR_FILE = "doctor.json"
-RUN_FILE = "run.json"
+from infrarsi.contract import STATE_DIR, Contract, ContractError, load_contract
+from infrarsi.records import DoctorReport, RunResult, load_doctor, load_run, record_paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +22,10 @@ class Snapshot:
 
     root: Path
     contract: Contract | None = None
-    doctor: Any = None
-    """infrarsi.stages.doctor.DoctorReport, when doctor has run."""
-    run: Any = None
-    """infrarsi.stages.run.RunResult, when a run has finished."""
+    doctor: DoctorReport | None = None
+    """When doctor has run."""
+    run: RunResult | None = None
+    """When a run has finished."""
     problems: list[str] = field(default_factory=list)
     """State files that exist but cannot be read, and why."""
     stamp: tuple = ()
@@ -57,8 +54,7 @@ class RepoState:
         self._snapshot = Snapshot(root, stamp=("unloaded",))
 
     def _files(self) -> tuple[Path, Path, Path]:
-        state = self.root / STATE_DIR
-        return contract_path(self.root), state / DOCTOR_FILE, state / RUN_FILE
+        return record_paths(self.root)
 
     def snapshot(self) -> Snapshot:
         stamp = tuple(_stat(p) for p in self._files())
@@ -78,15 +74,11 @@ class RepoState:
                 problems.append(str(err))
         if doctor_file.exists():
             try:
-                from infrarsi.stages.doctor import load_doctor  # imports torch: only once doctor has run
-
                 doctor = load_doctor(self.root)
             except Exception as err:  # an unreadable report must not take the editor down
                 problems.append(f"{doctor_file}: {err}")
         if run_file.exists():
             try:
-                from infrarsi.stages.run import load_run
-
                 run = load_run(self.root)
             except Exception as err:
                 problems.append(f"{run_file}: {err}")

@@ -83,7 +83,7 @@ def test_added_knob_is_reported(repo):
 def test_function_scope_is_enforced(repo):
     contract = _contract(repo, functions=["model.py::GPT.forward"])
     outcome = apply_patches(repo, ["sdpa_attention"], contract, "cpu")[0]
-    assert outcome.status == "failed" and outcome.reason.startswith("contract:")
+    assert outcome.status == "failed" and outcome.reason.startswith("contract:") and outcome.breaks_contract
     assert (repo / "model.py").read_text() == (FIXTURE / "model.py").read_text()
     allowed = _contract(repo, functions=["model.py::CausalSelfAttention.forward"])
     assert apply_patches(repo, ["sdpa_attention"], allowed, "cpu")[0].status == "applied"
@@ -133,7 +133,7 @@ def test_llm_diff_refused_by_contract(repo, rel, old, new, reason):
     before = (repo / rel).read_text()
     _store(repo, "bad", _diff(repo, rel, old, new))
     outcome = apply_patches(repo, ["llm:bad"], _contract(repo), "cpu")[0]
-    assert outcome.status == "failed" and outcome.reason.startswith(reason)
+    assert outcome.status == "failed" and outcome.reason.startswith(reason) and outcome.breaks_contract
     assert (repo / rel).read_text() == before
 
 
@@ -143,7 +143,7 @@ def test_llm_diff_that_does_not_match_leaves_the_tree_alone(repo):
     before = (repo / "train.py").read_text()
     _store(repo, "stale", text)
     outcome = apply_patches(repo, ["llm:stale"], _contract(repo), "cpu")[0]
-    assert outcome.status == "failed" and outcome.reason.startswith("does not apply")
+    assert outcome.status == "failed" and outcome.reason.startswith("does not apply") and not outcome.breaks_contract
     assert (repo / "train.py").read_text() == before
 
 
@@ -151,7 +151,7 @@ def test_llm_diff_that_breaks_syntax_is_rolled_back(repo):
     _store(repo, "syntax", _diff(repo, "train.py", "args = parser.parse_args()", "args = parser.parse_args("))
     before = (repo / "train.py").read_text()
     outcome = apply_patches(repo, ["llm:syntax"], _contract(repo), "cpu")[0]
-    assert outcome.status == "failed" and "does not compile" in outcome.reason
+    assert outcome.status == "failed" and "does not compile" in outcome.reason and not outcome.breaks_contract
     assert (repo / "train.py").read_text() == before
 
 
@@ -208,6 +208,7 @@ def test_llm_diff_with_a_smuggled_extended_header_is_refused_by_name(repo, kind)
     listing = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*"))
     outcome = apply_patches(repo, ["llm:smuggle"], _contract(repo), "cpu")[0]
     assert outcome.status == "failed" and outcome.reason.startswith(f"contract: {kind}: the diff carries"), outcome.reason
+    assert outcome.breaks_contract
     assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*")) == listing
     assert "default=0.1" in (repo / "train.py").read_text()
 
@@ -228,4 +229,4 @@ def test_llm_diff_stored_under_an_id_it_no_longer_hashes_to_is_refused(repo):
     ident = diff_id(text)
     _store(repo, ident, text.replace("0.05", "0.07"))
     outcome = apply_patches(repo, [f"llm:{ident}"], _contract(repo), "cpu")[0]
-    assert outcome.status == "failed" and "changed after it was proposed" in outcome.reason
+    assert outcome.status == "failed" and "changed after it was proposed" in outcome.reason and outcome.breaks_contract

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.hardware import HardwareFingerprint
+from infrarsi.records import HardwareFingerprint
 from infrarsi.priors import PriorContext
 
 PATCHES = ("sdpa_attention", "compile_model", "tf32_matmul")

@@ -16,8 +16,7 @@ import pytest
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, save_contract
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.runner.result import Candidate, TrialResult
-from infrarsi.stages.doctor import DoctorReport, save_doctor
-from infrarsi.stages.run import PatchCheck, RunResult, TrialRow, load_run, save_run
+from infrarsi.records import DoctorReport, PatchCheck, RunResult, TrialRow, load_run, save_doctor, save_run
 from infrarsi.study import TrialStore, default_storage_url
 from infrarsi.verification import best_promoted, job_seconds, judge
 

@@ -10,12 +10,11 @@ import pytest
 
 from infrarsi.contract import load_contract
 from infrarsi.report import tables
-from infrarsi.hardware import datasheet_peak
+from infrarsi.datasheet import datasheet_peak
 from infrarsi.report.model import INTERRUPTED, candidate_peak, reproduce_command
 from infrarsi.runner.result import Candidate
 from infrarsi.stages.report import report
-from infrarsi.stages.doctor import DoctorReport
-from infrarsi.stages.run import load_run
+from infrarsi.records import DoctorReport, load_run
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
 

@@ -53,7 +53,7 @@ def test_no_contract_is_refused(bare_repo):
 def test_a_rejected_patch_title_is_markdown_text_not_markup(repo):
     """A title and reason come from a model's reply: in report.md they must stay text (no link, image,
     HTML, heading or emphasis of their own)."""
-    from infrarsi.stages.run import PatchCheck, load_run, save_run
+    from infrarsi.records import PatchCheck, load_run, save_run
 
     run = load_run(repo)
     title = "<img src=x onerror=alert(1)> [click here](http://evil.example) **now**"

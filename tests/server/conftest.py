@@ -18,7 +18,7 @@ from infrarsi.stages.init import init
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "dense_gpt"
 SERVER = [sys.executable, "-m", "infrarsi_server"]
 XS_MODEL = {"block_size": 64, "n_layer": 2, "vocab_size": 512, "batch_size": 8, "micro_batch_size": 4}
-"""MEASURED.md's XS size: ~0.05 s a step, a trial is mostly its ~5 s of start-up."""
+"""docs/measured.md's XS size: ~0.05 s a step, a trial is mostly its ~5 s of start-up."""
 
 
 def git(repo: Path, *args: str) -> str:

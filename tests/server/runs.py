@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infrarsi.runner.result import Candidate
-from infrarsi.stages.run import RunResult, TrialRow, save_run
-from infrarsi.verification import Verdict
+from infrarsi.records import RunResult, TrialRow, Verdict, save_run
 
 PROMOTED = Candidate(knobs={"micro_batch_size": 8}, patches=("sdpa_attention",))
 

@@ -16,7 +16,8 @@ import pytest
 
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
-from infrarsi.stages.run import RunResult, run
+from infrarsi.records import RunResult
+from infrarsi.stages.run import run
 
 PACED = Path(__file__).parents[1] / "test_data" / "stages" / "paced"
 BUDGET_BYTES = 128 * 2**20

@@ -11,10 +11,11 @@ from pathlib import Path
 import git
 import pytest
 
+from infrarsi import vcs
 from infrarsi.cli import main
 from infrarsi.contract import load_contract
 from infrarsi.stages.apply import apply
-from infrarsi.stages.run import load_run, save_run
+from infrarsi.records import load_run, save_run
 from infrarsi.stages.verify import recorded_speedup
 from tests.stages.conftest import BEST, git_state, tree_digest
 
@@ -65,11 +66,12 @@ def test_apply_commits_the_promoted_candidate_on_a_branch_and_touches_nothing_el
         "micro_batch_size": 2, "threads": 1, "activation_checkpointing": False, "optimizer_impl": "for-loop"}
     assert "data.py" not in commit.stats.files and "notes.txt" not in commit.tree
     assert result.flags == []
-    # The evidence is in the message, and verify can read the recorded speedup back.
+    # The evidence is in the message for people and beside the commit as data, which verify reads.
     message = commit.message
     assert message == result.commit_message
     point, low, high = run.promoted.job_speedup
-    assert recorded_speedup(message) == (round(point, 2), round(low, 2), round(high, 2))
+    assert f"{point:.2f}x faster training job (95% CI {low:.2f}-{high:.2f}x)" in message
+    assert recorded_speedup(vcs.locate(ran), commit.hexsha) == run.promoted.job_speedup
     for words in (f"Run {run.run_id}", "promotion floor", "95% CI", "interleaved reruns", "peak memory",
                   f"trials: {len(run.trials)}", "oom", "Audited paths", "  train.py"):
         assert words in message, (words, message)

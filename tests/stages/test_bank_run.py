@@ -18,7 +18,8 @@ import pytest
 
 from infrarsi.bank import EffectFinding, ExperienceBank, WorkloadSignature
 from infrarsi.contract import load_contract
-from infrarsi.stages.doctor import doctor, load_doctor
+from infrarsi.records import load_doctor
+from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.report import report
 from infrarsi.stages.run import run
@@ -70,13 +71,13 @@ def test_a_bad_bank_cannot_veto_what_the_run_measures(attention_prepared, tmp_pa
     assert any(r.candidate["knobs"]["threads"] == 2 for r in search[:3]), [r.candidate for r in search[:3]]
 
     # SDPA measured 0.77x against a bank that said 1.15x: flagged, and the report says so.
-    sdpa = next(c for c in result.prior_checks if c["key"] == "patch:sdpa_attention" and c["quantity"] == "time")
-    assert sdpa["miscalibrated"] and sdpa["observed"] < math.log(0.85), sdpa
-    from_bank = {b["key"]: b for b in result.bank_priors}
-    assert from_bank["patch:sdpa_attention"]["miscalibrated"]
-    assert from_bank["patch:sdpa_attention"]["outcome"].startswith("flagged")
-    assert from_bank["threads=2"]["n_trials"] >= 1 and not from_bank["threads=2"]["miscalibrated"] or \
-        from_bank["threads=2"]["outcome"].startswith("flagged")
+    sdpa = next(c for c in result.prior_checks if c.key == "patch:sdpa_attention" and c.quantity == "time")
+    assert sdpa.miscalibrated and sdpa.observed < math.log(0.85), sdpa
+    from_bank = {b.key: b for b in result.bank_priors}
+    assert from_bank["patch:sdpa_attention"].miscalibrated
+    assert from_bank["patch:sdpa_attention"].outcome.startswith("flagged")
+    assert from_bank["threads=2"].n_trials >= 1 and not from_bank["threads=2"].miscalibrated or \
+        from_bank["threads=2"].outcome.startswith("flagged")
 
     # What the trials showed fast was re-verified, and a candidate with the patch promoted.
     assert not result.search_ended.startswith("converged") or result.verdicts

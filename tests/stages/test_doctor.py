@@ -13,11 +13,11 @@ from infrarsi.cli.doctor import render
 from infrarsi.contract import (
     Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, load_contract, save_contract,
 )
-from infrarsi.hardware import PeakFlops, fingerprint
+from infrarsi.hardware import fingerprint
+from infrarsi.records import PeakFlops
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.stages.doctor import (
-    PHASE_TOLERANCE, DoctorError, load_doctor, summarize, with_measured_workload,
-)
+from infrarsi.records import DoctorError, load_doctor
+from infrarsi.stages.doctor import PHASE_TOLERANCE, summarize, with_measured_workload
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
 GIB = 2**30

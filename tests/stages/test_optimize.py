@@ -8,7 +8,7 @@ import pytest
 from infrarsi.cli import main
 from infrarsi.contract import load_contract
 from infrarsi.stages.optimize import optimize
-from infrarsi.stages.run import load_run
+from infrarsi.records import load_run
 from tests.stages.conftest import fresh_paced, git_state, tree_digest
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from infrarsi.cli import outcome
 from infrarsi.stages.optimize import OptimizeResult
 from infrarsi.stages.report import report
-from infrarsi.stages.run import load_run
+from infrarsi.records import load_run
 
 
 def reproduce_at(lines: list[str]) -> int:

@@ -23,7 +23,8 @@ from optuna.trial import TrialState
 
 from infrarsi.contract import load_contract
 from infrarsi.runner.result import Candidate, TrialStatus
-from infrarsi.stages.run import ABORT_FACTOR, load_run, run
+from infrarsi.records import load_run
+from infrarsi.stages.run import ABORT_FACTOR, run
 from infrarsi.study import INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url
 from tests.stages.conftest import BEST, RUN_TRIALS, copy_repo, paced_fits, paced_step_s
 

@@ -17,7 +17,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.uris import to_fs_path
 
-from infrarsi.contract import STATE_DIR
+from infrarsi.records import run_path
 from infrarsi.events import EventSink
 from infrarsi_server.features import diagnostics
 from infrarsi_server.jobs import Job
@@ -115,7 +115,7 @@ def _report(repo: Path) -> dict | None:
     """Write the report; its path (Markdown first) and the run's summary, None before any run."""
     from infrarsi.stages.report import report
 
-    if not (repo / STATE_DIR / "run.json").exists():
+    if not run_path(repo).exists():
         return None
     result = report(repo)
     if result.status != "ok":

@@ -7,6 +7,7 @@ from typing import Any
 from lsprotocol import types
 
 from infrarsi.contract import Knob
+from infrarsi.settings import setting_key
 from infrarsi_server import convert, evidence
 from infrarsi_server.analysis import knob_lines
 from infrarsi_server.documents import view
@@ -37,7 +38,7 @@ def _prior_lines(snapshot: Snapshot, knob: Knob) -> list[str]:
         return ["prior: known once doctor has measured this machine"]
     out = []
     for value in knob.domain:
-        key = f"{knob.name}={value}"
+        key = setting_key(knob.name, value)
         if value == knob.default or key not in table:
             continue
         prior = table.get(key)

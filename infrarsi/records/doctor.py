@@ -1,0 +1,195 @@
+"""doctor's record: the baseline as measured, written as ``.infrarsi/doctor.json``.
+
+Plain values with their load/save (no torch: the report, the language server and the bank read
+it); ``infrarsi.stages.doctor`` measures it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from infrarsi import noise
+from infrarsi.contract import KnobValue
+from infrarsi.records.files import doctor_path
+from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
+
+SCHEMA_VERSION = 1
+
+
+class DoctorError(RuntimeError):
+    """The baseline could not be measured (a run failed, or doctor.json is missing or stale)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class BaselineRun:
+    """One run of the unchanged baseline."""
+
+    status: str
+    step_times: list[float]
+    median_step_s: float
+    step_cv: float
+    startup_s: float | None
+    wall_s: float
+    peak_bytes: int | None
+    log_path: str
+    param_checksum: list[float] | None = None
+    """[sum, sum of squares] in float64 of the parameters after the run (the launcher's exit record)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class PhaseSplit:
+    """Where a step's time goes: mean seconds per measured step, over every baseline run."""
+
+    step_s: float
+    """Mean step time (the phases are means, so they are compared with a mean)."""
+    phases: dict[str, float]
+    """Probe phases in the probe's order; phases the script never entered are absent."""
+    other_s: float
+    """Step time outside every phase (logging, synchronisation, Python between phases)."""
+    coverage: float
+    """Sum of the phases over the step time."""
+    covered: bool
+    """Whether the phases sum to the step time within the stage's ``PHASE_TOLERANCE``."""
+
+    def shares(self) -> dict[str, float]:
+        """Each phase's, and 'other''s, fraction of the step, largest first."""
+        parts = {**self.phases, "other": max(self.other_s, 0.0)}
+        return dict(sorted(((k, v / self.step_s) for k, v in parts.items()), key=lambda kv: -kv[1]))
+
+
+@dataclass(kw_only=True, slots=True)
+class Efficiency:
+    tokens_per_step: int
+    tokens_per_s: float
+    projected_job_s: float
+    """Start-up plus the contract's planned steps at the median step time."""
+    devices: int
+    """Devices the peak is multiplied by (GPUs in the job; 1 for the CPU)."""
+    flops_per_token: float | None
+    """6N + 12·L·H·Q·T; None when the script does not report its model (probe.model)."""
+    achieved_flops: float | None
+    peak: PeakFlops | None
+    mfu: float | None
+    samples_per_step: int | None = None
+    samples_per_s: float | None = None
+    """Samples (sequences, images…) per second: the throughput of workloads without tokens."""
+    flops_per_step: float | None = None
+    """All ranks' FLOPs per step that MFU uses, from ``mfu_source``."""
+    mfu_source: str = ""
+    """FlopCounterMode (counted by the launcher on a warm-up step, any model) | 6N+12LHQT (the probe's
+    model facts) | "" (no MFU)."""
+    flops_per_step_6n: float | None = None
+    """6N + 12·L·H·Q·T times the tokens per step: the cross-check, where the probe reports the model."""
+
+
+@dataclass(kw_only=True, slots=True)
+class MemoryUse:
+    peak_bytes: int
+    """Largest peak over the baseline runs (of the largest rank)."""
+    budget_bytes: int
+    """Per rank."""
+    device: str
+    ranks: int = 1
+
+    @property
+    def fraction(self) -> float:
+        return self.peak_bytes / self.budget_bytes
+
+
+@dataclass(kw_only=True, slots=True)
+class ReorderRun:
+    """The baseline with another micro-batch split: its effect on the losses is float noise."""
+
+    knobs: dict[str, KnobValue]
+    status: str
+    max_deviation: float | None
+    """Largest |loss − reference| over the compared steps (None when the run failed)."""
+    detail: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
+class DoctorReport:
+    """Everything doctor measured; written as ``.infrarsi/doctor.json``."""
+
+    created: str
+    contract_hash: str
+    """The contract's digest after doctor wrote the reference losses into it."""
+    hardware: HardwareFingerprint
+    runs: list[BaselineRun]
+    noise: noise.StepNoise
+    phases: PhaseSplit
+    memory: MemoryUse
+    losses: noise.LossSpread
+    reorder: ReorderRun | None
+    efficiency: Efficiency
+    param_checksum: list[float] | None = None
+    """The baseline's parameters after its steps ([sum, sum of squares], float64): what a candidate
+    that trains the same model ends near."""
+    findings: list[str] = field(default_factory=list)
+    """Where the time goes, in sentences, largest first."""
+    warnings: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    sandbox: str = ""
+    """How the baseline ran: bubblewrap, or off (--no-sandbox)."""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def repeats(self) -> int:
+        return len(self.runs)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["hardware"] = self.hardware.to_dict()
+        data["phases"]["shares"] = self.phases.shares()
+        data["memory"]["fraction"] = self.memory.fraction
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DoctorReport:
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise DoctorError(f"doctor.json has schema {data.get('schema_version')!r}; run `infrarsi doctor` again")
+        eff = dict(data["efficiency"])
+        eff["peak"] = PeakFlops.from_dict(eff["peak"]) if eff.get("peak") else None
+        phases = {k: v for k, v in data["phases"].items() if k != "shares"}
+        memory = {k: v for k, v in data["memory"].items() if k != "fraction"}
+        return cls(
+            created=data["created"],
+            contract_hash=data["contract_hash"],
+            hardware=HardwareFingerprint.from_dict(data["hardware"]),
+            runs=[BaselineRun(**r) for r in data["runs"]],
+            noise=noise.StepNoise.from_dict(data["noise"]),
+            phases=PhaseSplit(**phases),
+            memory=MemoryUse(**memory),
+            losses=noise.LossSpread.from_dict(data["losses"]),
+            reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
+            efficiency=Efficiency(**eff),
+            param_checksum=data.get("param_checksum"),
+            findings=list(data.get("findings", [])),
+            warnings=list(data.get("warnings", [])),
+            wall_s=float(data.get("wall_s", 0.0)),
+            sandbox=str(data.get("sandbox", "")),
+            schema_version=data["schema_version"],
+        )
+
+
+def load_doctor(repo: Path) -> DoctorReport | None:
+    """The last doctor report, or None when doctor has not run; DoctorError when it is unreadable."""
+    path = doctor_path(repo)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as err:
+        raise DoctorError(f"{path} is not valid JSON ({err}); run `infrarsi doctor {repo}` again") from None
+    return DoctorReport.from_dict(data)
+
+
+def save_doctor(report: DoctorReport, repo: Path) -> Path:
+    path = doctor_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    tmp.replace(path)
+    return path

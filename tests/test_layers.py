@@ -1,0 +1,94 @@
+"""The layers stay layers: what reads records does not import what writes them.
+
+Each check imports modules in a fresh interpreter and looks at ``sys.modules``, so what an earlier
+test imported cannot hide (or fake) an arrow. docs/INTERFACES.md describes the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infrarsi.records import DoctorReport, RunResult, Verdict, save_doctor, save_run
+from infrarsi.runner.result import Candidate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+READERS = [
+    "infrarsi.report", "infrarsi.report.model", "infrarsi.report.document", "infrarsi.report.tables",
+    "infrarsi.report.plots", "infrarsi.report.markdown", "infrarsi.report.html",
+    "infrarsi_server", "infrarsi_server.server", "infrarsi_server.state", "infrarsi_server.evidence",
+    "infrarsi_server.features.diagnostics", "infrarsi_server.features.hover",
+    "infrarsi_server.features.code_actions", "infrarsi_server.features.code_lens",
+    "infrarsi_server.features.commands",
+]
+
+
+def _imported_after(code: str) -> list[str]:
+    """The module names loaded in a fresh interpreter after running ``code``."""
+    script = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _stages(modules: list[str]) -> list[str]:
+    return [m for m in modules if m == "infrarsi.stages" or m.startswith("infrarsi.stages.")]
+
+
+def test_report_and_server_do_not_import_the_stages():
+    modules = _imported_after("\n".join(f"import {m}" for m in READERS))
+    assert _stages(modules) == []
+    # The report prices MFU from datasheets and records: nothing it does needs torch.
+    assert "torch" not in modules
+
+
+def test_reading_the_records_imports_neither_torch_nor_the_stages(tmp_path):
+    # A doctor.json and a run.json as the stages write them, from the report tests' recorded data.
+    data = ROOT / "tests" / "test_data" / "report"
+    save_doctor(DoctorReport.from_dict(json.loads((data / "doctor.json").read_text())), tmp_path)
+    promoted = Verdict(candidate=Candidate(knobs={"micro_batch_size": 8}), promoted=True, reason="clears the floor",
+                       job_speedup=(1.2, 1.1, 1.3))
+    save_run(RunResult(status="ok", message="promoted", verdicts=[promoted], promoted=promoted,
+                       **json.loads((data / "run.json").read_text())), tmp_path)
+    modules = _imported_after(
+        "from pathlib import Path\n"
+        "from infrarsi.records import load_doctor, load_run\n"
+        "from infrarsi_server.state import RepoState\n"
+        f"repo = Path({str(tmp_path)!r})\n"
+        "assert load_doctor(repo).hardware.id and load_run(repo).run_id\n"
+        "snap = RepoState(repo).snapshot()\n"
+        "assert snap.doctor is not None and snap.run is not None, snap.problems\n")
+    assert "torch" not in modules
+    assert _stages(modules) == []
+
+
+def _lazy_imports_under_except_import_error(path: Path) -> list[int]:
+    """Lines of ``import`` statements inside a ``try`` whose handler catches ImportError."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Try):
+            continue
+        catches = [h.type for h in node.handlers if h.type is not None]
+        names = {n.id for t in catches for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if names & {"ImportError", "ModuleNotFoundError"}:
+            found += [n.lineno for stmt in node.body for n in ast.walk(stmt)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) and _is_ours(n)]
+    return found
+
+
+def _is_ours(node: ast.Import | ast.ImportFrom) -> bool:
+    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+    return any(n.split(".")[0] in ("infrarsi", "infrarsi_server") for n in names)
+
+
+@pytest.mark.parametrize("package", ["infrarsi", "server/infrarsi_server"])
+def test_no_import_of_our_own_modules_is_hidden_behind_except_import_error(package):
+    hidden = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / package).rglob("*.py"))
+              if "site" not in p.relative_to(ROOT).parts and (lines := _lazy_imports_under_except_import_error(p))}
+    assert hidden == {}
