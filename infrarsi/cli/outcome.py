@@ -12,6 +12,7 @@ import textwrap
 from infrarsi.events import clock
 from infrarsi.report import units
 from infrarsi.report.model import Report
+from infrarsi.stages import quiet
 
 MIN_WIDTH = 40
 
@@ -66,6 +67,8 @@ def lines(result, width: int, repo: str) -> list[str]:
                  + (f"; promoted: {units.seconds(best.step_s)} a step, peak {units.memory(best.peak_bytes)}"
                     if best is not None else ""), width)
     out += _wrap(_trials(report), width)
+    for line in quiet.words(result.run.disturbance if result.run is not None else {}):
+        out += _wrap(f"Interference: {line}", width)
     for audit in report.audits:
         if not audit.promoted:
             verdict = "cleared the floor" if audit.cleared else "not promoted"
