@@ -200,10 +200,10 @@ def judge(
     base_ok = [r for r in base_runs if r.ok]
     verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=statuses)
     failed = [r for r in cand_runs if _failed(r)]
-    cand_runs = [r for r in cand_runs if r.ok]  # a disturbed round measured nothing
     if failed:
         verdict.reason = f"{len(failed)} of {len(cand_runs)} reruns ended {failed[0].status.value}: {failed[0].detail}".strip(": ")
         return verdict
+    cand_runs = [r for r in cand_runs if r.ok]  # a disturbed round measured nothing
     if len(base_ok) < 2:
         verdict.reason = "fewer than two baseline reruns succeeded"
         return verdict
