@@ -266,7 +266,8 @@ class _Gpus:
         count = pynvml.nvmlDeviceGetCount()
         indices = [int(i) for i in visible.split(",") if i.strip().isdigit()] if visible else range(count)
         self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices if i < count]
-        self._seen = {id(h): 0 for h in self._handles}
+        # NVML stamps its samples in microseconds of the wall clock: only those from now on count.
+        self._seen = {id(h): int(time.time() * 1e6) for h in self._handles}
 
     def others(self, tree: set[int]) -> float:
         """Summed SM utilisation (0-1 per device) of processes outside ``tree`` since the last call."""
@@ -276,10 +277,12 @@ class _Gpus:
                 samples = nvml.nvmlDeviceGetProcessUtilization(handle, self._seen[id(handle)])
             except nvml.NVMLError:  # no sample since the last call: no process used the device
                 continue
+            busiest: dict[int, int] = {}  # a process may have several samples since the last call
             for s in samples:
                 self._seen[id(handle)] = max(self._seen[id(handle)], int(s.timeStamp))
                 if s.pid not in tree:
-                    total += s.smUtil / 100.0
+                    busiest[s.pid] = max(busiest.get(s.pid, 0), int(s.smUtil))
+            total += sum(busiest.values()) / 100.0
         return total
 
     def close(self) -> None:
@@ -352,32 +355,35 @@ class InterferenceMonitor:
         return window(self.samples, start, end, len(self.cores))
 
 
-def _at(samples: list[Sample], times: list[float], t: float, name: str) -> float:
-    """A counter at time ``t``, interpolated between the samples around it."""
-    i = bisect.bisect_left(times, t)
+def _at(samples: list[Sample], n: int, t: float, name: str) -> float:
+    """A counter at time ``t``, interpolated between the first ``n`` samples around it."""
+    i = bisect.bisect_left(samples, t, hi=n, key=_stamp)
     if i <= 0:
         return getattr(samples[0], name)
-    if i >= len(samples):
-        return getattr(samples[-1], name)
+    if i >= n:
+        return getattr(samples[n - 1], name)
     a, b = samples[i - 1], samples[i]
     w = (t - a.at) / (b.at - a.at) if b.at > a.at else 1.0
     return getattr(a, name) + w * (getattr(b, name) - getattr(a, name))
 
 
+def _stamp(sample: Sample) -> float:
+    return sample.at
+
+
 def window(samples: list[Sample], start: float, end: float, cores: int) -> Window | None:
     """Interference over ``[start, end]`` from cumulative samples (None: no samples or no span)."""
-    snapshot = list(samples)
-    if len(snapshot) < 2 or end <= start:
+    n = len(samples)  # the sampler thread only appends: the first n stay as they are, uncopied
+    if n < 2 or end <= start:
         return None
-    times = [s.at for s in snapshot]
     seconds = end - start
 
     def delta(name: str) -> float:
-        return _at(snapshot, times, end, name) - _at(snapshot, times, start, name)
+        return _at(samples, n, end, name) - _at(samples, n, start, name)
 
     tree, own, waited = delta("tree_cpu_s"), delta("own_cpu_s"), delta("tree_wait_s")
-    inside = [s for s in snapshot if start <= s.at <= end] or [snapshot[min(bisect.bisect_left(times, end),
-                                                                           len(snapshot) - 1)]]
+    first, last = bisect.bisect_left(samples, start, hi=n, key=_stamp), bisect.bisect_right(samples, end, hi=n, key=_stamp)
+    inside = samples[first:last] or [samples[min(first, n - 1)]]
     threads = max(s.threads for s in inside)
     others = max(0.0, delta("busy_s") - tree - own) / seconds
     gpus = [s.gpu_others for s in inside if s.gpu_others is not None]

@@ -122,6 +122,8 @@ class _Trial:
         """time.monotonic() when the job's process was first seen to have exited by itself."""
         self.values: dict = {}
         self.monitor: InterferenceMonitor | None = None
+        self.step_disturbed: dict[int, bool] = {}
+        """Each step's verdict once its window was read (the steps seen so far are judged every poll)."""
 
     def fail(self, status: TrialStatus, detail: str) -> None:
         self.result.status = status
@@ -325,10 +327,12 @@ class _Trial:
             return steps
         out = []
         for s in steps:
-            if s.ended_at is None or not self.monitor.covers(s.ended_at):
-                continue
-            w = self.monitor.window(s.ended_at - s.dt, s.ended_at)
-            if w is None or not w.disturbed(limits):
+            if s.index not in self.step_disturbed:
+                if s.ended_at is None or not self.monitor.covers(s.ended_at):
+                    continue
+                w = self.monitor.window(s.ended_at - s.dt, s.ended_at)
+                self.step_disturbed[s.index] = w is not None and w.disturbed(limits)
+            if not self.step_disturbed[s.index]:
                 out.append(s)
         return out
 
