@@ -48,9 +48,9 @@ BUSY_CORES = 0.5
 more) while nothing of InfraRSI runs is too busy to measure on."""
 DISTURBED_SHARE = 0.25
 """A trial is disturbed when at least this share of its measured steps (or its start-up) is."""
-DENIED_MARGIN = 0.15
-"""The share of its runnable time the job may wait for a CPU beyond doctor's normal."""
-MAX_DENIED_LIMIT = 0.9
+SLOWER = 1.2
+"""How much longer than doctor's normal the job's CPU work may take from waiting for a CPU (the CPU
+it got over its runnable time, against the normal share) before a window is disturbed."""
 MIN_OTHERS_CORES = 0.25
 """Waiting counts as disturbance only while other processes use at least this many of the job's cores."""
 GPU_LIMIT = 0.10
@@ -126,7 +126,9 @@ class Background:
     """Above this a window is disturbed: ``max(normal + MARGIN_CORES, MIN_LIMIT_CORES)``."""
     normal_denied: float = 0.0
     """The 90th percentile of the share of its runnable time the baseline waited for a CPU."""
-    limit_denied: float = DENIED_MARGIN
+    limit_denied: float = 1 - 1 / SLOWER
+    """``1 - (1 - normal_denied) / SLOWER``: waiting beyond it stretches the job's CPU work by more than
+    ``SLOWER`` against normal (on a quiet machine about 17% of its runnable time)."""
     busy: bool
     """The idle sample said the machine was too busy to measure on."""
     waited_s: float = 0.0
@@ -161,7 +163,7 @@ def background(cores: int, idle_cores: float, windows: Iterable[Window], waited_
     denied = _p90([w.denied for w in windows], 0.0)
     return Background(cores=cores, idle_cores=round(idle_cores, 3), normal_cores=round(normal, 3),
                       limit_cores=round(max(normal + MARGIN_CORES, MIN_LIMIT_CORES), 3),
-                      normal_denied=round(denied, 3), limit_denied=round(min(denied + DENIED_MARGIN, MAX_DENIED_LIMIT), 3),
+                      normal_denied=round(denied, 3), limit_denied=round(1 - (1 - denied) / SLOWER, 3),
                       busy=idle_cores > busy_limit(cores), waited_s=round(waited_s, 1))
 
 

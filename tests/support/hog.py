@@ -1,5 +1,5 @@
-"""A CPU hog: one real busy-loop process pinned to each of the given cores (another user's work
-on the job's machine), started and stopped by a test."""
+"""A CPU hog: real busy-loop processes pinned to each of the given cores (another user's work on
+the job's machine), started and stopped by a test."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 
 class CpuHogs:
-    def __init__(self, cores: frozenset[int] | set[int]):
-        self.cores = sorted(cores)
+    def __init__(self, cores: frozenset[int] | set[int], per_core: int = 1):
+        self.cores = sorted(cores) * per_core
         self.procs: list[subprocess.Popen] = []
 
     @property
