@@ -19,6 +19,8 @@ from infrarsi.runner.result import TrialResult, TrialStatus
 MAX_RERUNS = 2
 """Reruns of one disturbed trial; after them the disturbed result stands (it teaches the models nothing)."""
 RERUN_PREFIX = "rerun of trial "
+SHOWN = 6
+"""Reruns listed by name in the summary's sentences (all of them are in ``RunResult.disturbance``)."""
 
 
 @dataclass(slots=True)
@@ -95,6 +97,10 @@ def words(disturbance: dict[str, Any]) -> list[str]:
                    f"{len(disturbance['reruns'])} reruns"
                    + (f", {len(disturbance['unresolved'])} still disturbed after {MAX_RERUNS} reruns (not used)"
                       if disturbance["unresolved"] else ""))
+        reruns = disturbance["reruns"]
+        shown = "; ".join(f"trial {r['of']} ({r['kind']}) as trial {r['trial']}: {r['status']}" for r in reruns[:SHOWN])
+        if reruns:
+            out.append(f"rerun: {shown}" + (f"; and {len(reruns) - SHOWN} more" if len(reruns) > SHOWN else ""))
     else:
         out.append("no trial disturbed by other processes beyond doctor's normal background")
     if disturbance.get("waited_s"):
