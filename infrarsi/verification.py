@@ -175,6 +175,9 @@ def judge(
     if len(base_ok) < 2:
         verdict.reason = "fewer than two baseline reruns succeeded"
         return verdict
+    if not cand_runs:
+        verdict.reason = "every rerun of the candidate was disturbed by other processes: nothing measured"
+        return verdict
     verdict.base_step_s = [r.step_time for r in base_ok]
     verdict.cand_step_s = [r.step_time for r in cand_runs]
     verdict.base_job_s = [job_seconds(r, planned_steps) for r in base_ok]

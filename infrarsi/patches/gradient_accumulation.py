@@ -151,6 +151,7 @@ class GradientAccumulation(Patch):
     needles = (".backward(",)
     requires = (("zero_grad",), (".step(",))
     absent = (KNOB,)
+    gate_knob = KNOB  # 1 split is the script as it was
     gate_role = "grad_accum"  # a script that already accumulates is left to its own knob
     reach = "module"
     codemod = GradientAccumulationCodemod

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy.exc
-from optuna.trial import TrialState
-
 from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
@@ -31,7 +29,8 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages import quiet
-from infrarsi.study import (KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url, from_params, hide_password)
+from infrarsi.study import TrialStore, default_storage_url, hide_password
+from infrarsi.study_round import MEASURING, WAIT_POLL_S, SharedRound
 from infrarsi.records import Verdict
 from infrarsi.verification import Rounds, best_promoted, interleave, job_seconds
 
@@ -39,12 +38,6 @@ ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
 VERIFY_ROUNDS = Rounds(least=3, most=6)
-WAIT_POLL_S = 1.0
-"""How often a worker waiting on another (its baseline, its verification) looks at the study."""
-MEASURING = ("baseline", "validation", "search")
-CLAIM = "claim"
-OUTCOME_ATTR = "outcome"
-DEFERRED_ATTR = "deferred_to"
 
 
 class _Session:
@@ -61,8 +54,8 @@ class _Session:
         self.on_event = on_event
         self.started = 0
         self.timeout_s: float | None = None
-        # Trials numbered from here on belong to this session's round of the (shared) study.
-        self.first_number = len(store.frozen())
+        self.round = SharedRound(store)
+        """This session's round of the (possibly shared) study: infrarsi/study_round.py."""
         self.verified_here = False
         self.reference_checksum: list[float] | None = None
         """The baseline's parameters after the contract's steps, from doctor: every trial that
@@ -79,21 +72,11 @@ class _Session:
         """What ended the search, in words; empty while trials may still start."""
         if self.max_trials is not None and self.started >= self.max_trials:
             return f"the budget of {self.max_trials} trials"
-        if self.round_claims():
+        if self.round.claims():
             return "another worker ended this round's search"
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return "the time budget"
         return ""
-
-    def round_claims(self) -> list:
-        """Bids on this round's verification, still standing: running, or finished with an outcome."""
-        return [t for t in self.store.frozen()
-                if t.number >= self.first_number and t.user_attrs.get(KIND_ATTR) == CLAIM
-                and DEFERRED_ATTR not in t.user_attrs
-                and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
-
-    def grace_s(self) -> float:
-        return self.store.grace_s()
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", exclusive: tuple[str, ...] = ()) -> TrialResult | None:
@@ -112,6 +95,10 @@ class _Session:
         if result is not None and kind in ("baseline", "validation", "search"):
             self.started += 1
         return result
+
+    def once(self, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
+        """A trial the round needs once whoever runs it (the baseline, a patch's validation)."""
+        return self.round.once(candidate, kind, lambda: self.execute(candidate, kind, reason=reason, exclusive=(kind,)))
 
     def _execute_once(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None,
                       reason: str, exclusive: tuple[str, ...] = ()) -> TrialResult | None:
@@ -180,7 +167,7 @@ def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) 
             if not session.budget_left():
                 break
             cand = Candidate(knobs=dict(baseline.knobs), patches=(name,))
-            result = _once(session, cand, "validation", reason=f"validate patch {name}")
+            result = session.once(cand, "validation", reason=f"validate patch {name}")
         status = "validated" if result.ok else result.status.value
         checks.append(PatchCheck(name=name, status=status, reason=result.detail[-300:], cost_s=result.wall_s))
     return checks
@@ -314,7 +301,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
     contract = session.contract
     baseline = context.baseline()
     measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
-    base = measured[0] if measured else _once(session, baseline, "baseline", reason="baseline")
+    base = measured[0] if measured else session.once(baseline, "baseline", reason="baseline")
     if not base.ok:
         raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
     result.baseline = base.to_dict()
@@ -353,101 +340,30 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
             given_up = 0
 
 
-def _once(session: _Session, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
-    """A trial the study needs once whoever runs it (the baseline, a patch's validation): when
-    another worker is running it, wait for its result instead of running it again; when that
-    worker dies (its trial fails as stale), run it here."""
-
-    key = candidate.key()
-    waited: set[int] = set()
-    while True:
-        session.store.fail_stale()
-        same = [t for t in session.store.frozen() if t.user_attrs.get(KIND_ATTR) == kind and t.params
-                and from_params(t.params).key() == key and "duplicate_of" not in t.user_attrs]
-        # Another worker's result counts when it is ok, of this round, or the one waited for; an
-        # older failure is run again.
-        finished = [TrialResult.from_dict(t.user_attrs[RESULT_ATTR]) for t in same if RESULT_ATTR in t.user_attrs
-                    and (t.number >= session.first_number or t.number in waited or t.state is TrialState.COMPLETE)]
-        if finished:
-            return next((r for r in finished if r.ok), finished[-1])
-        running = {t.number for t in same if t.state is TrialState.RUNNING}
-        if running:
-            waited |= running
-            time.sleep(WAIT_POLL_S)
-            continue
-        result = session.execute(candidate, kind, reason=reason, exclusive=(kind,))
-        if result is not None:
-            return result
-
-
 class _Stop(Exception):
     """The search cannot go on (the baseline fails); reported as the run's status, not raised to the user."""
 
 
 def _conclude(session: _Session, context, result: RunResult) -> None:
-    """Verification runs once per round of the study, however many workers share it.
+    """Verification, once for the round however many workers share the study
+    (``SharedRound.conclude``): here, or read from the worker that did it."""
 
-    Each worker that ends its search bids with a claim trial; the claim with the lowest number
-    (numbers are assigned atomically by the storage) wins. The winner waits for the trials other
-    workers are still running, verifies, and stores the outcome on its claim; the others wait for
-    that outcome and report it. A winner that dies stops beating its heartbeat: its claim is failed
-    as stale and the waiting workers bid again.
-    """
-    store = session.store
-    while True:
-        claim = store.marker(CLAIM, round_from=session.first_number)
-        standing = session.round_claims()
-        winner = min(standing, key=lambda t: t.number) if standing else None
-        if winner is None or winner.number == claim.number:
-            try:
-                with store.heartbeat(claim):
-                    _wait_for_running(session)
-                    _verify(session, context, result)
-            except BaseException:
-                store.close(claim, TrialState.FAIL)
-                raise
-            claim.set_user_attr(OUTCOME_ATTR, {
-                "status": result.status, "message": result.message,
+    def verify_here() -> dict[str, Any]:
+        _verify(session, context, result)
+        return {"status": result.status, "message": result.message,
                 "verdicts": [v.to_dict() for v in result.verdicts],
-                "promoted": result.promoted.to_dict() if result.promoted else None,
-            })
-            store.close(claim, TrialState.PRUNED)
-            session.verified_here = True
-            return
-        claim.set_user_attr(DEFERRED_ATTR, winner.number)
-        store.close(claim, TrialState.PRUNED)
-        outcome = _wait_for_outcome(session)
-        if outcome is not None:
-            number, data = outcome
-            result.status = RunStatus(data["status"])
-            result.message = f"verified by another worker (study trial {number}): {data['message']}"
-            result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
-            result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
-            return
+                "promoted": result.promoted.to_dict() if result.promoted else None}
 
-
-def _wait_for_running(session: _Session) -> None:
-    """Until no other worker is running a measuring trial of the study (they count for the ranking)."""
-    limit = time.monotonic() + (session.timeout_s or 600.0) + session.grace_s() + 60.0
-    while time.monotonic() < limit:
-        session.store.fail_stale()
-        if not any(t.user_attrs.get(KIND_ATTR) in MEASURING for t in session.store.frozen((TrialState.RUNNING,))):
-            return
-        time.sleep(WAIT_POLL_S)
-
-
-def _wait_for_outcome(session: _Session) -> tuple[int, dict[str, Any]] | None:
-    """The winning claim's outcome; None when no standing claim is left (its worker died)."""
-    while True:
-        session.store.fail_stale()
-        standing = session.round_claims()
-        done = [t for t in standing if OUTCOME_ATTR in t.user_attrs]
-        if done:
-            best = min(done, key=lambda t: t.number)
-            return best.number, best.user_attrs[OUTCOME_ATTR]
-        if not standing:
-            return None
-        time.sleep(WAIT_POLL_S)
+    elsewhere = session.round.conclude(
+        verify_here, wait_limit_s=(session.timeout_s or 600.0) + session.store.grace_s() + 60.0)
+    if elsewhere is None:
+        session.verified_here = True
+        return
+    number, data = elsewhere
+    result.status = RunStatus(data["status"])
+    result.message = f"verified by another worker (study trial {number}): {data['message']}"
+    result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
+    result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
 
 
 def _verify(session: _Session, context, result: RunResult) -> None:

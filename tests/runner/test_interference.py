@@ -112,3 +112,10 @@ def test_a_round_still_disturbed_after_its_reruns_is_a_missing_measurement_not_a
     verdict = judge(Candidate(knobs={"x": 1}), base, runs, planned_steps=100, floor=1.05, compare_steps=2)
     assert "ended" not in verdict.reason
     assert verdict.cand_step_s == [0.5, 0.5, 0.5] and verdict.statuses.count("disturbed") == 1
+
+
+def test_a_candidate_whose_every_rerun_was_disturbed_has_no_verdict_but_says_why():
+    base = [result(TrialStatus.OK, 1.0) for _ in range(3)]
+    verdict = judge(Candidate(knobs={"x": 1}), base, [result(TrialStatus.DISTURBED, 3.0)] * 3,
+                    planned_steps=100, floor=1.05, compare_steps=2)
+    assert not verdict.promoted and "disturbed" in verdict.reason and verdict.job_speedup is None
