@@ -47,7 +47,9 @@ BUSY_CORES = 0.5
 """A machine whose other processes use more than this many cores (or a quarter of the job's, when
 more) while nothing of InfraRSI runs is too busy to measure on."""
 DISTURBED_SHARE = 0.25
-"""A trial is disturbed when at least this share of its measured steps (or its start-up) is."""
+"""A trial is disturbed when at least this share of its measured steps is. Its start-up is recorded,
+not judged: a launch's short-lived processes (the sandbox's set-up, helpers that exit before they
+are seen as the job's) count as others there, enough to look disturbed on a quiet machine."""
 SLOWER = 1.2
 """How much longer than doctor's normal the job's CPU work may take from waiting for a CPU (the CPU
 it got over its runnable time, against the normal share) before a window is disturbed."""
@@ -419,8 +421,6 @@ class TrialInterference:
             return ""
         measured = self.steps[self.measured_from:] or self.steps
         bad = [i for i in self.disturbed_steps() if i >= self.measured_from or len(self.steps) <= self.measured_from]
-        if self.startup is not None and self.startup.disturbed(self.limits):
-            return f"disturbed during its start-up: {self.startup.why(self.limits)}"
         if measured and len(bad) >= max(1, DISTURBED_SHARE * len(measured)):
             worst = self.steps[bad[len(bad) // 2]]
             return f"{len(bad)} of {len(measured)} measured steps disturbed (e.g. step {bad[len(bad) // 2]}: {worst.why(self.limits)})"
