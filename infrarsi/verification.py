@@ -6,7 +6,9 @@ start-up did not grow past the baseline's in the same rounds by more than noise 
 cost it declares (``runner.accounting.startup_problem``: the measured steps' work moved before the
 first step would otherwise look free).
 Interleaving (baseline, A, B, baseline, A, B …) spreads slow drifts of the machine over all arms
-instead of one.
+instead of one. A rerun that other processes disturbed (runner/interference.py) is repeated by the
+caller (stages/quiet.py) rather than widening the interval; one still disturbed after its reruns
+counts as a missing measurement, never as a failure of its candidate.
 
 How many rounds is sequential (:class:`Rounds`): at least ``least``, then one more at a time while
 a candidate's interval still straddles the floor, up to ``most``. One slow round on a busy machine
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from infrarsi.noise import SpeedupInterval, speedup_interval
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
-from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 
 RunOne = Callable[[Candidate, int], TrialResult]
 """Runs one candidate once (the int is the round); the caller records it wherever it keeps trials."""
@@ -105,7 +107,7 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
 
     def decided(done: int) -> bool:
         # Before `least` rounds only a failed rerun settles a candidate; speed is judged after.
-        judged = active if done >= rounds.least else [a for a in active if not runs[a.key()][-1].ok]
+        judged = active if done >= rounds.least else [a for a in active if _failed(runs[a.key()][-1])]
         for arm in judged:
             verdicts[arm.key()] = judge(arm, base_runs, runs[arm.key()], planned_steps=planned_steps,
                                         floor=floor, compare_steps=compare_steps,
@@ -122,8 +124,14 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
     return [verdicts[c.key()] for c in arms], base_runs
 
 
+def _failed(run: TrialResult) -> bool:
+    """A rerun that says something against its candidate: a disturbed one (still disturbed after
+    its own reruns, stages/quiet.py) only lacks a measurement."""
+    return not run.ok and run.status is not TrialStatus.DISTURBED
+
+
 def _undecided(verdict: Verdict, floor: float, best: Verdict | None) -> bool:
-    if verdict.promoted or verdict.statuses.count("ok") < len(verdict.statuses) or verdict.job_speedup is None:
+    if verdict.promoted or any(s not in ("ok", "disturbed") for s in verdict.statuses) or verdict.job_speedup is None:
         return False
     point, _, high = verdict.job_speedup
     if high <= floor:
@@ -159,12 +167,16 @@ def judge(
     statuses = [r.status.value for r in cand_runs]
     base_ok = [r for r in base_runs if r.ok]
     verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=statuses)
-    failed = [r for r in cand_runs if not r.ok]
+    failed = [r for r in cand_runs if _failed(r)]
     if failed:
         verdict.reason = f"{len(failed)} of {len(cand_runs)} reruns ended {failed[0].status.value}: {failed[0].detail}".strip(": ")
         return verdict
+    cand_runs = [r for r in cand_runs if r.ok]  # a disturbed round measured nothing
     if len(base_ok) < 2:
         verdict.reason = "fewer than two baseline reruns succeeded"
+        return verdict
+    if not cand_runs:
+        verdict.reason = "every rerun of the candidate was disturbed by other processes: nothing measured"
         return verdict
     verdict.base_step_s = [r.step_time for r in base_ok]
     verdict.cand_step_s = [r.step_time for r in cand_runs]

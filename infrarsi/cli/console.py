@@ -22,6 +22,17 @@ def add_sandbox_flag(parser: argparse.ArgumentParser) -> None:
                         "your files, home and network; recorded in the run and the report")
 
 
+DEFAULT_QUIET_WAIT_S = 600.0
+
+
+def add_wait_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait-for-quiet", dest="wait_for_quiet", nargs="?", type=float, const=DEFAULT_QUIET_WAIT_S,
+                        default=None, metavar="SECONDS",
+                        help="when other processes take the job's cores, wait for quiet before measuring and before "
+                        f"rerunning a disturbed trial, at most SECONDS in all (default {DEFAULT_QUIET_WAIT_S:.0f}); "
+                        "the time waited is reported")
+
+
 def err(message: str) -> None:
     stderr.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
 

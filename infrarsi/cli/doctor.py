@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, add_wait_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.records import DoctorError, DoctorReport, doctor_path
 from infrarsi.stages.doctor import doctor
@@ -29,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=_repeats, default=3, metavar="N", help="baseline runs (at least 2; default 3)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the summary")
     add_sandbox_flag(p)
+    add_wait_flag(p)
     p.set_defaults(func=run)
 
 
@@ -42,7 +43,8 @@ def _repeats(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         with ProgressSink() as progress:
-            report = doctor(args.path, repeats=args.repeats, on_event=progress, sandbox=args.sandbox)
+            report = doctor(args.path, repeats=args.repeats, on_event=progress, sandbox=args.sandbox,
+                            wait_for_quiet=args.wait_for_quiet)
     except (ContractError, DoctorError) as error:
         err(str(error))
         return 1
@@ -105,6 +107,11 @@ def render(report: DoctorReport, repo: Path) -> None:
     table.add_row("job", f"{eff.projected_job_s / 60:.1f} min projected (start-up + planned steps)")
     table.add_row("loss", f"{loss.reference[0]:.4f} → {loss.reference[-1]:.4f} over {len(loss.reference)} "
                           f"steps; tolerance {loss.tolerance:.3g}, by-design {loss.numerics_tolerance:.3g}")
+    if report.background is not None:
+        bg = report.background
+        table.add_row("background", f"other processes use {bg.idle_cores:.2f} of the job's {bg.cores} cores idle, "
+                                    f"{bg.normal_cores:.2f} while it runs (90th pct); a trial above {bg.limit_cores:.2f} "
+                                    "is disturbed and rerun" + (f"; waited {bg.waited_s:.0f} s for quiet" if bg.waited_s else ""))
     console.print(table)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {warning}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from infrarsi.cli import outcome
 from infrarsi.cli import report as report_cli
-from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
+from infrarsi.cli.console import ProgressSink, add_sandbox_flag, add_wait_flag, console, emit_json, err
 from infrarsi.cli.init import command_cwd
 from infrarsi.records import RunStatus
 from infrarsi.stages.optimize import optimize
@@ -37,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.add_argument("--verbose", action="store_true", help="print the report's full tables after the outcome")
     add_sandbox_flag(p)
+    add_wait_flag(p)
     p.set_defaults(func=main)
 
 
@@ -46,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
     with ProgressSink() as progress:
         result = optimize(args.path, args.goal, trials=args.trials, minutes=args.minutes, do_apply=args.apply,
                           doctor_repeats=args.repeats, storage=args.storage, use_bank=not args.no_bank,
-                          on_event=progress, sandbox=args.sandbox, command=command, cwd=cwd)
+                          on_event=progress, sandbox=args.sandbox, command=command, cwd=cwd,
+                          wait_for_quiet=args.wait_for_quiet)
     if args.json:
         emit_json({
             "status": result.status, "message": result.message, "stages": result.stages,

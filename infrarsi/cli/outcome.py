@@ -12,6 +12,7 @@ import textwrap
 from infrarsi.events import clock
 from infrarsi.report import units
 from infrarsi.report.model import Report
+from infrarsi.report.disturbance import words as disturbance_words
 
 MIN_WIDTH = 40
 
@@ -66,6 +67,10 @@ def lines(result, width: int, repo: str) -> list[str]:
                  + (f"; promoted: {units.seconds(best.step_s)} a step, peak {units.memory(best.peak_bytes)}"
                     if best is not None else ""), width)
     out += _wrap(_trials(report), width)
+    disturbance = result.run.disturbance if result.run is not None else {}
+    if disturbance.get("trials") or disturbance.get("waited_s") or (disturbance.get("background") or {}).get("busy"):
+        for line in disturbance_words(disturbance):  # a quiet run says nothing here; the report says it was quiet
+            out += _wrap(f"Interference: {line}", width)
     for audit in report.audits:
         if not audit.promoted:
             verdict = "cleared the floor" if audit.cleared else "not promoted"

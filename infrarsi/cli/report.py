@@ -96,6 +96,8 @@ def render(r: Report) -> None:
     console.print(f"{r.run_status}: {r.run_message}", markup=False)
     for note in r.notes:
         console.print(f"[yellow]caveat:[/] {note}")
+    for line in r.interference:
+        console.print(f"interference: {line}", markup=False)
     console.print()
     _print_table(tables.comparison(r))
     promoted = r.promoted_audit

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
+from infrarsi.cli.console import add_sandbox_flag, add_wait_flag, ProgressSink, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.search.strategy import SAMPLERS
 from infrarsi.records import RunResult
+from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.stages.run import run
 
 
@@ -32,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-bank", action="store_true", help="do not read or write the experience bank")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     add_sandbox_flag(p)
+    add_wait_flag(p)
     p.set_defaults(func=main)
 
 
@@ -40,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         with ProgressSink() as progress:
             result = run(args.path, trials=args.trials, minutes=args.minutes, sampler=args.sampler,
                          storage=args.storage, seed=args.seed, use_bank=not args.no_bank, on_event=progress,
-                         sandbox=args.sandbox)
+                         sandbox=args.sandbox, wait_for_quiet=args.wait_for_quiet)
     except ContractError as error:
         err(str(error))
         return 2
@@ -66,6 +68,8 @@ def render(result: RunResult) -> None:
     for status, (n, s) in sorted(counts.items()):
         table.add_row(status, str(n), f"{s:.0f}")
     console.print(table)
+    for line in disturbance_words(result.disturbance):
+        console.print(line, markup=False, highlight=False)
     for verdict in result.verdicts:
         mark = "[green]promoted[/]" if verdict.promoted else "[yellow]not promoted[/]"
         console.print(f"{mark} {verdict.candidate.to_dict()}: {verdict.reason}")

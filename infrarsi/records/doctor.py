@@ -14,6 +14,7 @@ from infrarsi import noise
 from infrarsi.contract import KnobValue
 from infrarsi.records.files import doctor_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
+from infrarsi.runner.interference import Background
 
 SCHEMA_VERSION = 1
 
@@ -136,6 +137,9 @@ class DoctorReport:
     wall_s: float = 0.0
     sandbox: str = ""
     """How the baseline ran: bubblewrap, or off (--no-sandbox)."""
+    background: Background | None = None
+    """The machine's normal background: other processes' use of the job's cores before and while
+    the baseline ran; a trial disturbed beyond it is rerun (None: a doctor.json older than it)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -174,6 +178,7 @@ class DoctorReport:
             warnings=list(data.get("warnings", [])),
             wall_s=float(data.get("wall_s", 0.0)),
             sandbox=str(data.get("sandbox", "")),
+            background=Background.from_dict(data["background"]) if data.get("background") else None,
             schema_version=data["schema_version"],
         )
 

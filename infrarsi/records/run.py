@@ -53,6 +53,8 @@ class TrialRow:
     detail: str
     reason: str = ""
     rank_peak_bytes: list[int] = field(default_factory=list)
+    load_cores: float | None = None
+    """Cores of the job's other processes used on average while its steps ran (runner/interference.py)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -150,6 +152,9 @@ class RunResult:
     bank_priors: list[BankPriorRow] = field(default_factory=list)
     """Each prior the experience bank contributed and what this run made of it
     (``Strategy.bank_outcomes``)."""
+    disturbance: dict[str, Any] = field(default_factory=dict)
+    """How much of the run other processes disturbed, what was rerun, how long it waited for quiet
+    (``stages.quiet.summary``)."""
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

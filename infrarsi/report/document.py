@@ -91,6 +91,8 @@ def blocks(report: Report, plots: dict[str, Path]) -> list[Block]:
     ]
     if report.notes:
         out += [Heading("Caveats"), Items(report.notes)]
+    if report.interference:
+        out += [Heading("Other processes on the machine"), Items(report.interference)]
 
     def table(t: tables.Table) -> list[Block]:
         section: list[Block] = [Heading(t.title), TableBlock(t)]

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.contract import Contract, KnobValue
 from infrarsi.flops import mfu
 from infrarsi.datasheet import datasheet_peak, matmul_dtype
@@ -180,6 +181,8 @@ class Report:
     bank_priors: list[BankLine] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the report could not show, and why."""
+    interference: list[str] = field(default_factory=list)
+    """How much of the run other processes disturbed and what was rerun (``report.disturbance.words``)."""
 
     @property
     def promoted_audit(self) -> Audit | None:
@@ -371,4 +374,5 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         prior_checks=[_prior_line(p) for p in run.prior_checks],
         bank_priors=[BankLine(**{f: getattr(b, f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
         notes=notes,
+        interference=disturbance_words(run.disturbance),
     )

@@ -43,6 +43,8 @@ class Step:
     """The same interval by the job-side stamps (checked against ``dt``, never used as a time)."""
     peak_bytes: int | None = None
     """Largest rank's CUDA max allocated during this step; None on CPU."""
+    ended_at: float | None = None
+    """time.monotonic() when the slowest rank's record arrived: the step's window is ``[ended_at - dt, ended_at]``."""
 
 
 @dataclass(slots=True)
@@ -203,6 +205,7 @@ class StepFeed:
                 phases={k: float(v) for k, v in (probes[slowest].get("phases") or probes[0].get("phases") or {}).items()},
                 job_dt=max(job_spans) if len(job_spans) == len(streams) else None,
                 peak_bytes=max((int(r["peak_bytes"]) for r in records if r.get("peak_bytes") is not None), default=None),
+                ended_at=arrivals[slowest].at,
             ))
             previous, previous_job = [a.at for a in arrivals], stamps
         return steps

@@ -19,6 +19,9 @@ class TrialStatus(str, enum.Enum):
     CRASH = "crash"
     NUMERICS = "numerics"
     CONTRACT = "contract"
+    DISTURBED = "disturbed"
+    """Other processes took the job's machine beyond doctor's normal background
+    (runner/interference.py): not evidence about the candidate; rerun, never told to the models."""
 
     @property
     def deterministic(self) -> bool:
@@ -87,6 +90,8 @@ class TrialResult:
     """The launcher's records as they arrived (records.jsonl), probe records included."""
     hunks: list[Hunk] = field(default_factory=list)
     """Exactly what the candidate changed in the source."""
+    interference: dict[str, Any] = field(default_factory=dict)
+    """Who else used the machine, per step and over start-up (``interference.TrialInterference.to_dict``)."""
 
     @property
     def ok(self) -> bool:

@@ -24,6 +24,7 @@ from infrarsi.launcher import launcher_env
 from infrarsi.launcher.settings import settings_env
 from infrarsi.launcher.channel import RecordChannel
 from infrarsi.runner import abort, accounting, checks, sandbox
+from infrarsi.runner.interference import Background, InterferenceMonitor, TrialInterference
 from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
 from infrarsi.runner.environment import interpreter_env, trial_environment
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
@@ -63,6 +64,10 @@ class TrialSpec:
     reference_checksum: list[float] | None = None
     """The baseline's parameters after the contract's steps (doctor's ``param_checksum``): with
     ``check_loss``, a run of those steps must end with the same ones (``accounting.checksum_problem``)."""
+    background: Background | None = None
+    """Doctor's normal background (runner/interference.py): a step beyond it is disturbed, never
+    counts toward aborting the run as slow, and a run disturbed overall ends ``disturbed``. None:
+    interference is recorded, nothing is judged disturbed (doctor's own runs measure the normal)."""
     on_event: EventSink = ignore
 
     def __post_init__(self) -> None:
@@ -117,6 +122,9 @@ class _Trial:
         self.exited_at: float | None = None
         """time.monotonic() when the job's process was first seen to have exited by itself."""
         self.values: dict = {}
+        self.monitor: InterferenceMonitor | None = None
+        self.step_disturbed: dict[int, bool] = {}
+        """Each step's verdict once its window was read (the steps seen so far are judged every poll)."""
 
     def fail(self, status: TrialStatus, detail: str) -> None:
         self.result.status = status
@@ -213,15 +221,21 @@ class _Trial:
         watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill(),
                                   per_rank=self.contract.workload.launcher == "torchrun")
         feed = StepFeed(channel.take, ranks=local_ranks(self.contract, argv), launched_at=launched)
+        process = self.process
+        self.monitor = InterferenceMonitor(process.pid, lambda: [p.pid for p in process.members(refresh=False)],
+                                           cuda=self.contract.memory.device == "cuda")
         watchdog.start()
+        self.monitor.start()
         try:
             verdict = self._watch(feed, watchdog)
         finally:
             self.process.kill()
             watchdog.stop()
+            self.monitor.stop()
         channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
+        disturbed = self._interference(report, launched)
         tampered = self._run_tampering(workspace)
         if tampered:
             return self.fail(TrialStatus.CONTRACT, tampered)
@@ -231,6 +245,9 @@ class _Trial:
             self.result.step_times = [s.dt for s in report.steps[1:]]
         if verdict is None:
             verdict = self._judge_exit(report) or self._judge_accounts(report, launched)
+        if disturbed and (verdict is None or verdict[0] in (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)):
+            # Slow because the machine was taken, not because of the candidate.
+            verdict = TrialStatus.DISTURBED, disturbed + (f" (it would have ended {verdict[0].value})" if verdict else "")
         if verdict is not None:
             self.fail(*verdict)
         else:
@@ -290,20 +307,49 @@ class _Trial:
                                       by_design=self.spec.numerics_by_design)
         if problem:
             return TrialStatus.NUMERICS, problem
-        _, measured = split_warmup(seen, self.contract.workload.warmup_steps, self.spec.total_steps)
+        _, measured = split_warmup(self._undisturbed(seen), self.contract.workload.warmup_steps,
+                                   self.spec.total_steps)
         times = [s.dt for s in measured]
         if abort.clearly_slower(times, self.spec.abort_step_time):
             return TrialStatus.ABORTED_SLOW, (
                 f"median of {len(times)} measured steps {statistics.median(times):.3g} s is above "
                 f"the bound {self.spec.abort_step_time:.3g} s by more than {abort.MARGIN:.0%}"
             )
-        later = [s.dt for s in seen[1:]]
+        later = [s.dt for s in self._undisturbed(seen[1:])]
         if abort.far_slower(later, self.spec.abort_step_time):
             return TrialStatus.ABORTED_SLOW, (
                 f"median of {len(later)} steps after the first {statistics.median(later):.3g} s is more than "
                 f"{abort.FAR:g}x the bound {self.spec.abort_step_time:.3g} s"
             )
         return None
+
+    def _undisturbed(self, steps: list[Step]) -> list[Step]:
+        """The steps that may count as slow: read by the interference monitor and not disturbed
+        (a step whose window it has not sampled past yet waits for the next poll)."""
+        limits = self.spec.background
+        if limits is None:
+            return steps
+        out = []
+        for s in steps:
+            if s.index not in self.step_disturbed:
+                if s.ended_at is None or not self.monitor.covers(s.ended_at):
+                    continue
+                w = self.monitor.window(s.ended_at - s.dt, s.ended_at)
+                self.step_disturbed[s.index] = w is not None and w.disturbed(limits)
+            if not self.step_disturbed[s.index]:
+                out.append(s)
+        return out
+
+    def _interference(self, report: RunReport, launched: float) -> str:
+        """Record who else used the machine, step by step; why the run is disturbed (empty: it is not)."""
+        record = TrialInterference(cores=len(self.monitor.cores), limits=self.spec.background,
+                                   measured_from=min(self.contract.workload.warmup_steps, max(self.spec.total_steps - 1, 0)))
+        if self.result.startup_s:
+            record.startup = self.monitor.window(launched, launched + self.result.startup_s)
+        record.steps = [self.monitor.window(s.ended_at - s.dt, s.ended_at) if s.ended_at is not None else None
+                        for s in report.steps]
+        self.result.interference = record.to_dict()
+        return record.disturbed()
 
     def _measure(self, report: RunReport, watchdog: MemoryWatchdog) -> None:
         r = self.result

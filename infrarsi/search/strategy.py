@@ -22,7 +22,7 @@ from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
 from infrarsi.records import DoctorReport
 from infrarsi.priors.types import Prior, neutral_prior, patch_key
-from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
@@ -207,7 +207,7 @@ class Strategy:
                                          n=check.n_trials, noise_cv=self.noise_cv or None))
         verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else
                                  ("not_applicable" if c.status == "skipped" else c.status), detail=c.reason[:200])
-                    for c in result.patch_checks]
+                    for c in result.patch_checks if c.status != TrialStatus.DISTURBED.value]  # says nothing of the patch
         best = []
         if result.promoted and result.promoted.job_speedup:
             point, low, high = result.promoted.job_speedup

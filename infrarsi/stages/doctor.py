@@ -33,6 +33,7 @@ from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.probe import PHASES
 from infrarsi.records.doctor import (BaselineRun, DoctorError, DoctorReport, Efficiency, MemoryUse, PhaseSplit,
                                      ReorderRun, save_doctor)
+from infrarsi.runner import interference
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -45,9 +46,11 @@ PHASE_TOLERANCE = 0.10
 # --- the stage -----------------------------------------------------------------------------------
 
 
-def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbox: bool = True) -> DoctorReport:
+def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbox: bool = True,
+           wait_for_quiet: float | None = None) -> DoctorReport:
     """Measure the baseline ``repeats`` times, write the reference losses into the contract and
-    ``.infrarsi/doctor.json``, and return the report. Raises DoctorError when the baseline fails."""
+    ``.infrarsi/doctor.json``, and return the report. Raises DoctorError when the baseline fails.
+    ``wait_for_quiet``: seconds to wait, at most, for a busy machine to become quiet first."""
     if repeats < 2:
         raise ValueError(f"repeats must be at least 2 to measure run-to-run noise, got {repeats}")
     started = time.perf_counter()
@@ -59,6 +62,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
     on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
     log_root = repo / STATE_DIR / "doctor"
+    idle, waited = _machine_background(on_event, wait_for_quiet)
 
     runs: list[TrialResult] = []
     for i in range(repeats):
@@ -96,6 +100,13 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
         raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
     if peak_warning:
         report.warnings.append(peak_warning)
+    report.background = _background(runs, idle, waited)
+    if report.background.busy:
+        report.warnings.append(
+            f"the machine was too busy to measure on: other processes used {idle:.2f} of the job's "
+            f"{report.background.cores} cores before the baseline ran (more than "
+            f"{interference.busy_limit(report.background.cores):.2f}); the noise floor and the normal background "
+            "include them (`--wait-for-quiet` waits for quiet first)")
     updated = contract.with_reference(report.losses.reference, report.losses.tolerance,
                                       report.losses.numerics_tolerance)
     save_contract(updated, repo)
@@ -105,6 +116,38 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
     return report
+
+
+def _machine_background(on_event: EventSink, wait_s: float | None) -> tuple[float, float]:
+    """Other processes' use of the job's cores before any baseline run, after waiting for quiet
+    when asked; (cores used, seconds waited)."""
+    cores = interference.job_cores()
+    idle = interference.idle_load(cores=cores)
+    limit = interference.busy_limit(len(cores))
+    waited = 0.0
+    if idle > limit:
+        on_event(Event("doctor", "log", f"the machine is busy: other processes use {idle:.2f} of the job's "
+                                        f"{len(cores)} cores (quiet is at most {limit:.2f})"))
+        if wait_s:
+            def waiting(load: float, spent: float) -> None:
+                on_event(Event("doctor", "log", f"waiting for quiet: other processes use {load:.2f} cores; "
+                                                f"waited {spent:.0f} s of {wait_s:.0f} s"))
+
+            done = interference.wait_for_quiet(wait_s, limit, cores=cores, on_wait=waiting)
+            idle, waited = done.load_cores, done.waited_s
+            on_event(Event("doctor", "log", ("quiet" if done.quiet else "still busy, measuring anyway")
+                                            + f" after waiting {waited:.0f} s"))
+    return idle, waited
+
+
+def _background(runs: list[TrialResult], idle: float, waited: float) -> interference.Background:
+    """The normal background: the idle sample and the baseline's own steps' interference."""
+    windows, cores = [], len(interference.job_cores())
+    for r in runs:
+        record = r.interference or {}
+        cores = record.get("cores", cores)
+        windows += [interference.Window(**w) for w in record.get("steps", [])[record.get("measured_from", 0):] if w]
+    return interference.background(cores, idle, windows, waited)
 
 
 def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contract:

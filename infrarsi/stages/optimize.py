@@ -77,8 +77,10 @@ def optimize(
     sandbox: bool = True,
     command: list[str] | None = None,
     cwd: Path | None = None,
+    wait_for_quiet: float | None = None,
 ) -> OptimizeResult:
-    """``command``: the owner's launch command (what followed ``--``), run from ``cwd``; see ``init``."""
+    """``command``: the owner's launch command (what followed ``--``), run from ``cwd``; see ``init``.
+    ``wait_for_quiet``: seconds doctor and run may each wait for a busy machine (stages/quiet.py)."""
     repo = Path(repo).resolve()
     llm = load_llm_config(repo)
     for warning in llm.warnings:
@@ -104,10 +106,10 @@ def optimize(
                 result.status, result.message = RunStatus.ERROR, done.message
                 return result
         if not _doctor_is_current(repo):
-            doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox)
+            doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox, wait_for_quiet=wait_for_quiet)
             result.stages.append("doctor")
         result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, use_bank=use_bank,
-                         on_event=on_event, sandbox=sandbox)
+                         on_event=on_event, sandbox=sandbox, wait_for_quiet=wait_for_quiet)
         result.stages.append("run")
         if result.run.status in (RunStatus.ERROR, RunStatus.INTERRUPTED):
             result.status, result.message = result.run.status, result.run.message

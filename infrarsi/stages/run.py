@@ -22,11 +22,13 @@ from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, RunStatus, TrialRow,
                               load_doctor, save_run)
+from infrarsi.runner.interference import Background, job_cores
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
+from infrarsi.stages import quiet
 from infrarsi.study import TrialStore, default_storage_url, hide_password
 from infrarsi.study_round import MEASURING, WAIT_POLL_S, SharedRound
 from infrarsi.records import Verdict
@@ -58,6 +60,10 @@ class _Session:
         self.reference_checksum: list[float] | None = None
         """The baseline's parameters after the contract's steps, from doctor: every trial that
         compares its losses compares them too."""
+        self.background = Background.unmeasured(len(job_cores()))
+        """Doctor's measure of the machine's normal background: beyond it a trial is disturbed."""
+        self.quiet: quiet.QuietWaiter | None = None
+        self.last_number = -1
 
     def budget_left(self) -> bool:
         return not self.budget_spent()
@@ -75,7 +81,27 @@ class _Session:
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", exclusive: tuple[str, ...] = ()) -> TrialResult | None:
         """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
-        first (as one of those kinds) is given up before it runs: None is returned."""
+        first (as one of those kinds) is given up before it runs: None is returned. A disturbed
+        trial is recorded and rerun (after waiting for quiet when asked; stages/quiet.py)."""
+        result = self._execute_once(candidate, kind, abort_step_time=abort_step_time, reason=reason,
+                                    exclusive=exclusive)
+        attempt = 0
+        while quiet.should_rerun(result, attempt):
+            attempt += 1
+            if self.quiet is not None:
+                self.quiet.wait(f"trial {self.last_number} was disturbed")
+            result = self._execute_once(result.candidate, kind, abort_step_time=abort_step_time,
+                                        reason=quiet.rerun_reason(self.last_number, reason))
+        if result is not None and kind in ("baseline", "validation", "search"):
+            self.started += 1
+        return result
+
+    def once(self, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
+        """A trial the round needs once whoever runs it (the baseline, a patch's validation)."""
+        return self.round.once(candidate, kind, lambda: self.execute(candidate, kind, reason=reason, exclusive=(kind,)))
+
+    def _execute_once(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None,
+                      reason: str, exclusive: tuple[str, ...] = ()) -> TrialResult | None:
         trial = self.store.begin(candidate, kind)
         if exclusive and candidate is not None:
             earlier = self.store.earlier_duplicate(trial, exclusive)
@@ -93,7 +119,9 @@ class _Session:
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
             reference_checksum=self.reference_checksum,
+            background=self.background,
         )
+        self.last_number = trial.number
         began = time.monotonic()
         try:
             with self.store.heartbeat(trial):
@@ -102,8 +130,6 @@ class _Session:
             self.store.interrupted(trial, time.monotonic() - began)
             raise
         self.store.finish(trial, result)
-        if kind in ("baseline", "validation", "search"):
-            self.started += 1
         step = f"{result.step_time * 1000:.1f} ms/step" if result.step_time else result.detail[:80]
         self.on_event(Event(stage="run", kind="report", message=f"trial {trial.number} ({kind}): {result.status.value}, {step}",
                             done=self.started, total=self.max_trials,
@@ -135,6 +161,7 @@ def _row(number: int, kind: str, result: TrialResult, planned_steps: int, reason
         number=number, kind=kind, status=result.status.value, candidate=result.candidate.to_dict(),
         step_s=result.step_time, job_s=job_seconds(result, planned_steps), peak_bytes=result.peak_bytes,
         wall_s=result.wall_s, detail=result.detail[-300:], reason=reason, rank_peak_bytes=result.rank_peak_bytes,
+        load_cores=result.interference.get("mean_load_cores"),
     )
 
 
@@ -209,11 +236,14 @@ def run(
     goal: str = "faster",
     verify: bool = True,
     sandbox: bool = True,
+    wait_for_quiet: float | None = None,
 ) -> RunResult:
     """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted.
 
     ``verify=False`` ends after the search (status ``searched``): the benchmark's live mode judges
-    every method's pick against its measured table instead of re-verifying each."""
+    every method's pick against its measured table instead of re-verifying each. ``wait_for_quiet``:
+    seconds the run may spend waiting for other processes to leave the job's cores (before it
+    starts and before each rerun of a disturbed trial); None: it never waits."""
     repo = Path(repo).resolve()
     if sampler not in SAMPLERS:
         return RunResult(status=RunStatus.ERROR, message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
@@ -250,9 +280,12 @@ def run(
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = _Session(repo, contract, store, deadline, trials, on_event, sandbox)
     session.reference_checksum = doctor.param_checksum
+    session.background = doctor.background or session.background
+    session.quiet = quiet.QuietWaiter(session.background.limit_cores, wait_for_quiet, "run", on_event)
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
     try:
+        session.quiet.wait("before the first trial")
         _search(session, context, patch_names, result)
         if verify:
             _conclude(session, context, result)
@@ -375,3 +408,5 @@ def _summarize(session: _Session, context, result: RunResult, skipped: list[Patc
     result.prior_checks = [PriorCheckRow(**c) for c in context.prior_checks(history)]
     result.bank_priors = [BankPriorRow(**b) for b in context.bank_outcomes(history)]
     result.memory_prices = [MemoryPriceRow(**p) for p in context.memory_prices(history)]
+    result.disturbance = quiet.summary(result.trials, result.spent_s, session.quiet.waited_s if session.quiet else 0.0,
+                                       session.background.to_dict())

@@ -7,7 +7,7 @@ exits non-zero when the recorded speedup no longer holds.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -20,7 +20,10 @@ from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
+from infrarsi.runner.interference import Background, job_cores
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.stages import quiet
+from infrarsi.records import DoctorError, load_doctor
 from infrarsi.verification import Rounds, job_seconds
 
 class VerifyStatus(StrEnum):
@@ -84,6 +87,11 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     planned = contract.workload.planned_steps
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
+    try:
+        doctored = load_doctor(repo)
+    except DoctorError:
+        doctored = None
+    background = (doctored.background if doctored else None) or Background.unmeasured(len(job_cores()))
     on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
                    done=0, total=2 * rounds.most))
     with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
@@ -92,8 +100,13 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
             for arm, tree in (("base", base_tree), ("rev", rev_tree)):
                 # An empty candidate runs each tree with its own defaults: what the commit changed.
                 spec = TrialSpec(repo=tree, contract=contract, candidate=Candidate(), log_dir=log_root / f"{arm}-{r}",
-                                 sandbox=sandbox)
+                                 sandbox=sandbox, background=background)
                 out = run_trial(spec)
+                attempt = 0
+                while quiet.should_rerun(out, attempt):  # a disturbed round is repeated, not widening the interval
+                    attempt += 1
+                    on_event(Event(stage="verify", kind="log", message=f"{arm} round {r + 1} disturbed, rerun: {out.detail}"))
+                    out = run_trial(replace(spec, log_dir=log_root / f"{arm}-{r}-rerun{attempt}"))
                 runs[arm].append(out)
                 on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}: {out.status.value}",
                                done=len(runs["base"]) + len(runs["rev"]), total=2 * rounds.most))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def test_doctor_measures_the_dense_gpt_baseline_and_says_where_the_time_goes(den
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report.to_dict()))
     render(report, dense_gpt)
     printed = capsys.readouterr().out
-    for words in ("Where the time goes", "forward", "backward", "MFU", "peak memory", "noise floor"):
+    for words in ("Where the time goes", "forward", "backward", "MFU", "peak memory", "noise floor", "background"):
         assert words in printed, (words, printed)
 
     assert report.repeats == 2 and all(len(r.step_times) == 4 for r in report.runs)
@@ -99,6 +100,10 @@ def test_doctor_measures_the_dense_gpt_baseline_and_says_where_the_time_goes(den
     assert contract.loss.tolerance == report.losses.tolerance
     assert contract.digest() == report.contract_hash
     assert (dense_gpt / ".infrarsi" / "doctor" / "baseline-1" / "output.log").exists()
+    # The machine's normal background, measured before and while the baseline ran (issue 20).
+    bg = report.background
+    assert bg is not None and bg.cores == len(os.sched_getaffinity(0)) and 0 <= bg.idle_cores <= bg.cores
+    assert bg.limit_cores >= bg.normal_cores + 0.3 - 1e-9 and bg.normal_denied <= bg.limit_denied
 
 
 @pytest.mark.e2e

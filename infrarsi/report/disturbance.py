@@ -1,0 +1,37 @@
+"""What a run's disturbance record (``RunResult.disturbance``, written by ``stages/quiet.py``) says,
+in sentences for the terminal and the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHOWN = 6
+"""Reruns listed by name (all of them are in the record)."""
+
+
+def words(disturbance: dict[str, Any]) -> list[str]:
+    """The summary in sentences, for the terminal and the report."""
+    if not disturbance:
+        return []
+    out = []
+    bg = disturbance["background"]
+    if bg.get("busy"):
+        out.append(f"doctor found the machine busy: other processes used {bg['idle_cores']:.2f} of {bg['cores']} "
+                   f"cores before the baseline ran (its normal includes them)")
+    n, total = disturbance["trials"], disturbance["of_trials"]
+    if n:
+        out.append(f"{n} of {total} trials disturbed by other processes (beyond doctor's normal: "
+                   f"{bg['limit_cores']:.2f} of {bg['cores']} cores, or waiting for a CPU {bg['limit_denied']:.0%} of the time), "
+                   f"{disturbance['seconds']:.0f} s, {disturbance['share']:.0%} of the run's trial time; "
+                   f"{len(disturbance['reruns'])} reruns"
+                   + (f", {len(disturbance['unresolved'])} still disturbed after {disturbance.get('max_reruns', 2)} reruns (not used)"
+                      if disturbance["unresolved"] else ""))
+        reruns = disturbance["reruns"]
+        shown = "; ".join(f"trial {r['of']} ({r['kind']}) as trial {r['trial']}: {r['status']}" for r in reruns[:SHOWN])
+        if reruns:
+            out.append(f"rerun: {shown}" + (f"; and {len(reruns) - SHOWN} more" if len(reruns) > SHOWN else ""))
+    else:
+        out.append("no trial disturbed by other processes beyond doctor's normal background")
+    if disturbance.get("waited_s"):
+        out.append(f"waited {disturbance['waited_s']:.0f} s for the machine to be quiet")
+    return out

@@ -1,0 +1,440 @@
+"""Interference: who else used the machine while a trial ran, step by step.
+
+A step that took longer because another process took the job's cores is not evidence about the
+candidate. This module measures, from InfraRSI's process while the trial runs:
+
+- the job's process tree: CPU seconds and seconds runnable but waiting for a CPU (every thread of
+  every member, ``/proc/<pid>/task/*/schedstat``), and its threads: what the job got against what
+  it could use. Waiting is what another process on the job's cores costs it, whatever the load;
+- the cores the job may run on (``os.sched_getaffinity`` of the job): their busy and steal time
+  from ``/proc/stat``. Busy time minus the tree's and minus InfraRSI's own (its record reader,
+  watchdog and this sampler) is what *other* processes used there;
+- on CUDA, other processes' SM use of the job's devices through NVML (``nvidia-ml-py``), when it
+  is importable and a device answers.
+
+The counters are cumulative and stamped with ``time.monotonic()``, the clock that times the
+steps (docs/launcher.md), so any step's window ``[end - dt, end]`` is read by interpolating
+between the samples around it: a disturbed step is told from a slow one.
+
+What counts as disturbed is relative to what doctor measured as the machine's normal background
+(:class:`Background`): a window whose other processes used more than ``Background.limit_cores``
+of the job's cores (steal included), or in which the job waited for a CPU a larger share of its
+runnable time than ``Background.limit_denied`` while other processes ran there (a job that only
+competes with its own threads is not disturbed).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SAMPLE_S = 0.05
+"""How often the counters are read: a /proc/stat line per core and one stat file per member,
+well under a millisecond."""
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+MARGIN_CORES = 0.3
+"""Other processes may use this many cores more than doctor's normal before a window is disturbed:
+above the jiffy resolution over a short step and the harness's own wobble."""
+MIN_LIMIT_CORES = 0.4
+"""Also the limit when doctor measured no background (a doctor.json older than this measure)."""
+BUSY_CORES = 0.5
+"""A machine whose other processes use more than this many cores (or a quarter of the job's, when
+more) while nothing of InfraRSI runs is too busy to measure on."""
+DISTURBED_SHARE = 0.25
+"""A trial is disturbed when at least this share of its measured steps is. Its start-up is recorded,
+not judged: a launch's short-lived processes (the sandbox's set-up, helpers that exit before they
+are seen as the job's) count as others there, enough to look disturbed on a quiet machine."""
+SLOWER = 1.2
+"""How much longer than doctor's normal the job's CPU work may take from waiting for a CPU (the CPU
+it got over its runnable time, against the normal share) before a window is disturbed."""
+MIN_OTHERS_CORES = 0.25
+"""Waiting counts as disturbance only while other processes use at least this many of the job's cores."""
+GPU_LIMIT = 0.10
+"""Other processes' SM utilisation of the job's devices above which a window is disturbed."""
+IDLE_SAMPLE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Cumulative counters at one instant (``at``: time.monotonic())."""
+
+    at: float
+    tree_cpu_s: float
+    """CPU seconds of every member of the job's tree seen so far (a member that exited keeps its last value)."""
+    tree_wait_s: float
+    """Seconds the tree's threads were runnable but waiting for a CPU."""
+    threads: int
+    busy_s: float
+    """Busy seconds summed over the job's cores, every process's (steal excluded)."""
+    steal_s: float
+    own_cpu_s: float
+    """InfraRSI's own process's CPU seconds."""
+    gpu_others: float | None = None
+    """Other processes' SM utilisation (0-1, summed over the job's devices) at this instant."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Interference over one interval of a trial."""
+
+    seconds: float
+    others_cores: float
+    """Cores' worth of the job's cores other processes used on average."""
+    steal_cores: float
+    job_share: float
+    """CPU the job's tree got over what its threads could use (threads, at most the cores, × wall)."""
+    denied: float
+    """The share of the job's runnable time it spent waiting for a CPU."""
+    gpu_others: float | None = None
+
+    @property
+    def load_cores(self) -> float:
+        return self.others_cores + self.steal_cores
+
+    def disturbed(self, limits: Background) -> bool:
+        return (self.load_cores > limits.limit_cores
+                or (self.denied > limits.limit_denied and self.load_cores >= MIN_OTHERS_CORES)
+                or (self.gpu_others or 0.0) > GPU_LIMIT)
+
+    def why(self, limits: Background) -> str:
+        if self.load_cores > limits.limit_cores:
+            return f"other processes used {self.load_cores:.2f} of the job's cores (normal at most {limits.limit_cores:.2f})"
+        if (self.gpu_others or 0.0) > GPU_LIMIT:
+            return f"other processes used {self.gpu_others:.0%} of the job's GPUs"
+        return (f"the job waited for a CPU {self.denied:.0%} of its runnable time while other processes used "
+                f"{self.load_cores:.2f} of its cores (normal at most {limits.limit_denied:.0%})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(kw_only=True, slots=True)
+class Background:
+    """The machine's normal background, as doctor measured it (``DoctorReport.background``)."""
+
+    cores: int
+    """Cores the job may run on."""
+    idle_cores: float
+    """Other processes' use of those cores (steal included) sampled while nothing of InfraRSI ran."""
+    normal_cores: float
+    """The 90th percentile of other processes' use over the baseline runs' steps."""
+    limit_cores: float
+    """Above this a window is disturbed: ``max(normal + MARGIN_CORES, MIN_LIMIT_CORES)``."""
+    normal_denied: float = 0.0
+    """The 90th percentile of the share of its runnable time the baseline waited for a CPU."""
+    limit_denied: float = 1 - 1 / SLOWER
+    """``1 - (1 - normal_denied) / SLOWER``: waiting beyond it stretches the job's CPU work by more than
+    ``SLOWER`` against normal (on a quiet machine about 17% of its runnable time)."""
+    busy: bool
+    """The idle sample said the machine was too busy to measure on."""
+    waited_s: float = 0.0
+    """How long doctor waited for quiet before measuring (``--wait-for-quiet``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Background:
+        return cls(**data)
+
+    @classmethod
+    def unmeasured(cls, cores: int) -> Background:
+        """The limits when doctor measured no background (a doctor.json older than this measure)."""
+        return cls(cores=cores, idle_cores=0.0, normal_cores=0.0, limit_cores=MIN_LIMIT_CORES, busy=False)
+
+
+def busy_limit(cores: int) -> float:
+    return max(BUSY_CORES, 0.25 * cores)
+
+
+def _p90(values: list[float], default: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(0.9 * len(values)))] if values else default
+
+
+def background(cores: int, idle_cores: float, windows: Iterable[Window], waited_s: float = 0.0) -> Background:
+    """The normal background from the idle sample and the baseline's measured steps."""
+    windows = list(windows)
+    normal = _p90([idle_cores, *(w.load_cores for w in windows)], idle_cores)
+    denied = _p90([w.denied for w in windows], 0.0)
+    return Background(cores=cores, idle_cores=round(idle_cores, 3), normal_cores=round(normal, 3),
+                      limit_cores=round(max(normal + MARGIN_CORES, MIN_LIMIT_CORES), 3),
+                      normal_denied=round(denied, 3), limit_denied=round(1 - (1 - denied) / SLOWER, 3),
+                      busy=idle_cores > busy_limit(cores), waited_s=round(waited_s, 1))
+
+
+# --- reading the counters ------------------------------------------------------------------------
+
+
+def _cpu_lines() -> dict[int, list[int]]:
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3:4].isdigit():
+                name, *values = line.split()
+                out[int(name[3:])] = [int(v) for v in values]
+    return out
+
+
+def _cores_busy_steal(cores: frozenset[int]) -> tuple[float, float]:
+    """Busy and steal seconds summed over ``cores`` since boot."""
+    busy = steal = 0
+    for cpu, v in _cpu_lines().items():
+        if cpu in cores:
+            # user nice system idle iowait irq softirq steal (guest is inside user)
+            busy += v[0] + v[1] + v[2] + v[5] + v[6]
+            steal += v[7] if len(v) > 7 else 0
+    return busy * TICK_S, steal * TICK_S
+
+
+def _pid_sched(pid: int) -> tuple[float, float, int] | None:
+    """(CPU seconds, seconds waiting for a CPU, threads) of one process's threads, None when it is gone."""
+    run = wait = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                on_cpu, queued, _ = f.read().split()
+        except (OSError, ValueError):
+            continue  # the thread ended between the listing and the read
+        run += int(on_cpu)
+        wait += int(queued)
+    return run / 1e9, wait / 1e9, len(tids)
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def job_cores(pid: int | None = None) -> frozenset[int]:
+    try:
+        return frozenset(os.sched_getaffinity(pid or 0))
+    except OSError:
+        return frozenset(os.sched_getaffinity(0))
+
+
+def idle_load(seconds: float = IDLE_SAMPLE_S, cores: frozenset[int] | None = None) -> float:
+    """Cores' worth of ``cores`` other processes use, sampled over ``seconds`` while this process waits."""
+    cores = cores or job_cores()
+    busy0, steal0 = _cores_busy_steal(cores)
+    own0, t0 = _own_cpu(), time.monotonic()
+    time.sleep(seconds)
+    busy1, steal1 = _cores_busy_steal(cores)
+    own1, t1 = _own_cpu(), time.monotonic()
+    return max(0.0, (busy1 - busy0) - (own1 - own0) + (steal1 - steal0)) / (t1 - t0)
+
+
+@dataclass(kw_only=True, slots=True)
+class QuietWait:
+    """What waiting for a quiet machine took (``wait_for_quiet``)."""
+
+    waited_s: float
+    quiet: bool
+    load_cores: float
+
+
+def wait_for_quiet(limit_s: float, limit_cores: float, *, cores: frozenset[int] | None = None,
+                   on_wait: Callable[[float, float], None] = lambda load, waited: None) -> QuietWait:
+    """Until other processes use at most ``limit_cores`` of the job's cores, at most ``limit_s``
+    seconds; ``on_wait(load, waited)`` after each busy sample, so the caller can say it waits."""
+    started = time.monotonic()
+    while True:
+        load = idle_load(cores=cores)
+        waited = time.monotonic() - started
+        if load <= limit_cores:
+            return QuietWait(waited_s=waited, quiet=True, load_cores=load)
+        if waited >= limit_s:
+            return QuietWait(waited_s=waited, quiet=False, load_cores=load)
+        on_wait(load, waited)
+
+
+class _Gpus:
+    """Other processes' SM use of the job's devices, through NVML; absent when NVML is."""
+
+    def __init__(self) -> None:
+        import pynvml  # nvidia-ml-py: optional, only on machines with NVIDIA GPUs
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        count = pynvml.nvmlDeviceGetCount()
+        indices = [int(i) for i in visible.split(",") if i.strip().isdigit()] if visible else range(count)
+        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices if i < count]
+        # NVML stamps its samples in microseconds of the wall clock: only those from now on count.
+        self._seen = {id(h): int(time.time() * 1e6) for h in self._handles}
+
+    def others(self, tree: set[int]) -> float:
+        """Summed SM utilisation (0-1 per device) of processes outside ``tree`` since the last call."""
+        nvml, total = self._nvml, 0.0
+        for handle in self._handles:
+            try:
+                samples = nvml.nvmlDeviceGetProcessUtilization(handle, self._seen[id(handle)])
+            except nvml.NVMLError:  # no sample since the last call: no process used the device
+                continue
+            busiest: dict[int, int] = {}  # a process may have several samples since the last call
+            for s in samples:
+                self._seen[id(handle)] = max(self._seen[id(handle)], int(s.timeStamp))
+                if s.pid not in tree:
+                    busiest[s.pid] = max(busiest.get(s.pid, 0), int(s.smUtil))
+            total += sum(busiest.values()) / 100.0
+        return total
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._nvml.nvmlShutdown()
+
+
+def _open_gpus() -> _Gpus | None:
+    try:
+        return _Gpus()
+    except Exception:  # no nvidia-ml-py, no driver, no device: nothing to measure there
+        return None
+
+
+class InterferenceMonitor:
+    """Samples the counters every ``sample_s`` in a thread while a trial runs.
+
+    ``members()`` gives the job's process ids (the watchdog's walk of the tree); ``cuda``: also
+    read NVML."""
+
+    def __init__(self, root_pid: int, members: Callable[[], Iterable[int]], *, cuda: bool = False,
+                 sample_s: float = SAMPLE_S):
+        self.cores = job_cores(root_pid)
+        self._members = members
+        self._sample_s = sample_s
+        self._gpus = _open_gpus() if cuda else None
+        self._tree: dict[int, tuple[float, float]] = {}
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"infrarsi-interference-{root_pid}", daemon=True)
+        self.sample()
+
+    def start(self) -> InterferenceMonitor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.sample()
+        if self._gpus is not None:
+            self._gpus.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._sample_s):
+            self.sample()
+
+    def sample(self) -> None:
+        threads = 0
+        with contextlib.suppress(Exception):  # a member that vanished mid-read: the next sample has it
+            for pid in list(self._members()):
+                seen = _pid_sched(pid)
+                if seen is not None:
+                    # A thread that ended takes its counts with it: keep each process's highest.
+                    old = self._tree.get(pid, (0.0, 0.0))
+                    self._tree[pid] = (max(old[0], seen[0]), max(old[1], seen[1]))
+                    threads += seen[2]
+        busy, steal = _cores_busy_steal(self.cores)
+        gpu = self._gpus.others(set(self._tree)) if self._gpus is not None else None
+        self.samples.append(Sample(at=time.monotonic(), tree_cpu_s=sum(c for c, _ in self._tree.values()),
+                                   tree_wait_s=sum(w for _, w in self._tree.values()), threads=max(threads, 1), busy_s=busy, steal_s=steal, own_cpu_s=_own_cpu(),
+                                   gpu_others=gpu))
+
+    def covers(self, until: float) -> bool:
+        """Whether a sample at or after ``until`` exists (a window ending there can be read)."""
+        return bool(self.samples) and self.samples[-1].at >= until
+
+    def window(self, start: float, end: float) -> Window | None:
+        return window(self.samples, start, end, len(self.cores))
+
+
+def _at(samples: list[Sample], n: int, t: float, name: str) -> float:
+    """A counter at time ``t``, interpolated between the first ``n`` samples around it."""
+    i = bisect.bisect_left(samples, t, hi=n, key=_stamp)
+    if i <= 0:
+        return getattr(samples[0], name)
+    if i >= n:
+        return getattr(samples[n - 1], name)
+    a, b = samples[i - 1], samples[i]
+    w = (t - a.at) / (b.at - a.at) if b.at > a.at else 1.0
+    return getattr(a, name) + w * (getattr(b, name) - getattr(a, name))
+
+
+def _stamp(sample: Sample) -> float:
+    return sample.at
+
+
+def window(samples: list[Sample], start: float, end: float, cores: int) -> Window | None:
+    """Interference over ``[start, end]`` from cumulative samples (None: no samples or no span)."""
+    n = len(samples)  # the sampler thread only appends: the first n stay as they are, uncopied
+    if n < 2 or end <= start:
+        return None
+    seconds = end - start
+
+    def delta(name: str) -> float:
+        return _at(samples, n, end, name) - _at(samples, n, start, name)
+
+    tree, own, waited = delta("tree_cpu_s"), delta("own_cpu_s"), delta("tree_wait_s")
+    first, last = bisect.bisect_left(samples, start, hi=n, key=_stamp), bisect.bisect_right(samples, end, hi=n, key=_stamp)
+    inside = samples[first:last] or [samples[min(first, n - 1)]]
+    threads = max(s.threads for s in inside)
+    others = max(0.0, delta("busy_s") - tree - own) / seconds
+    gpus = [s.gpu_others for s in inside if s.gpu_others is not None]
+    return Window(seconds=seconds, others_cores=min(others, float(cores)), steal_cores=delta("steal_s") / seconds,
+                  job_share=min(1.0, tree / (min(threads, cores) * seconds)),
+                  denied=waited / (tree + waited) if tree + waited > 0 else 0.0,
+                  gpu_others=max(gpus) if gpus else None)
+
+
+@dataclass(kw_only=True, slots=True)
+class TrialInterference:
+    """What a trial records (``TrialResult.interference``): per step and over its start-up."""
+
+    cores: int
+    limits: Background | None
+    """None: recorded only, nothing judged (doctor's own runs measure the normal)."""
+    startup: Window | None = None
+    steps: list[Window | None] = field(default_factory=list)
+    """One per step run, warm-up included, in order (None: the window could not be read)."""
+    measured_from: int = 0
+    """Index of the first measured step (the warm-up steps come before it)."""
+
+    def disturbed_steps(self) -> list[int]:
+        if self.limits is None:
+            return []
+        return [i for i, w in enumerate(self.steps) if w is not None and w.disturbed(self.limits)]
+
+    def disturbed(self) -> str:
+        """Why the trial is not evidence about its candidate; empty when it is."""
+        if self.limits is None:
+            return ""
+        measured = self.steps[self.measured_from:] or self.steps
+        bad = [i for i in self.disturbed_steps() if i >= self.measured_from or len(self.steps) <= self.measured_from]
+        if measured and len(bad) >= max(1, DISTURBED_SHARE * len(measured)):
+            worst = self.steps[bad[len(bad) // 2]]
+            return f"{len(bad)} of {len(measured)} measured steps disturbed (e.g. step {bad[len(bad) // 2]}: {worst.why(self.limits)})"
+        return ""
+
+    def mean_load(self) -> float | None:
+        windows = [w for w in self.steps if w is not None]
+        total = sum(w.seconds for w in windows)
+        return sum(w.load_cores * w.seconds for w in windows) / total if total else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cores": self.cores, "limits": self.limits.to_dict() if self.limits else None,
+                "measured_from": self.measured_from,
+                "startup": self.startup.to_dict() if self.startup else None,
+                "steps": [w.to_dict() if w else None for w in self.steps],
+                "disturbed_steps": self.disturbed_steps(), "mean_load_cores": self.mean_load(),
+                "disturbed": self.disturbed()}

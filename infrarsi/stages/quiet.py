@@ -1,0 +1,79 @@
+"""What a stage does about a busy machine: wait for quiet, rerun disturbed trials, and say so (the
+sentences are ``report/disturbance.py``'s).
+
+A trial ends ``disturbed`` when other processes took the job's cores beyond doctor's normal
+background (infrarsi/runner/interference.py). Its cost is counted like any failed trial's, it is
+never told to the models as slow, and it is rerun at most ``MAX_RERUNS`` times. With
+``--wait-for-quiet SECONDS`` the stage first waits until the machine is back to normal, drawing on
+that many seconds for the whole run; every wait is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infrarsi.events import Event, EventSink
+from infrarsi.runner.interference import job_cores, wait_for_quiet
+from infrarsi.runner.result import TrialResult, TrialStatus
+
+MAX_RERUNS = 2
+"""Reruns of one disturbed trial; after them the disturbed result stands (it teaches the models nothing)."""
+RERUN_PREFIX = "rerun of trial "
+
+
+@dataclass(slots=True)
+class QuietWaiter:
+    """The run's budget of waiting for quiet, and what it spent."""
+
+    limit_cores: float
+    """Other processes' cores above which the machine is not quiet (doctor's limit)."""
+    budget_s: float | None
+    """``--wait-for-quiet``: seconds the whole run may wait (None: it never waits)."""
+    stage: str
+    on_event: EventSink
+    waited_s: float = 0.0
+    waits: int = 0
+
+    def wait(self, why: str) -> None:
+        """Wait until the machine is quiet or the budget is spent; says that it waits and for how long."""
+        if self.budget_s is None or self.waited_s >= self.budget_s:
+            return
+        left = self.budget_s - self.waited_s
+        cores = job_cores()
+
+        def waiting(load: float, waited: float) -> None:
+            self.on_event(Event(self.stage, "log", f"waiting for quiet ({why}): other processes use {load:.2f} of "
+                                                   f"the job's {len(cores)} cores (normal at most {self.limit_cores:.2f}); "
+                                                   f"waited {waited:.0f} s of {left:.0f} s"))
+
+        done = wait_for_quiet(left, self.limit_cores, cores=cores, on_wait=waiting)
+        self.waited_s += done.waited_s
+        self.waits += 1
+        state = "quiet" if done.quiet else f"still busy ({done.load_cores:.2f} cores), going on"
+        self.on_event(Event(self.stage, "log", f"{state} after waiting {done.waited_s:.0f} s"))
+
+
+def should_rerun(result: TrialResult | None, attempt: int) -> bool:
+    return result is not None and result.status is TrialStatus.DISTURBED and attempt < MAX_RERUNS
+
+
+def rerun_reason(number: int, reason: str) -> str:
+    return f"{RERUN_PREFIX}{number} (disturbed): {reason}"
+
+
+def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[str, Any]) -> dict[str, Any]:
+    """How much of the run was disturbed and what was rerun, from its trial rows (``TrialRow``)."""
+    by_number = {r.number: r for r in rows}
+    disturbed = [r for r in rows if r.status == TrialStatus.DISTURBED.value]
+    reruns = []
+    for row in rows:
+        if row.reason.startswith(RERUN_PREFIX):
+            of = int(row.reason[len(RERUN_PREFIX):].split(" ", 1)[0])
+            reruns.append({"trial": row.number, "of": of, "kind": row.kind, "candidate": row.candidate,
+                           "status": row.status, "of_detail": by_number[of].detail if of in by_number else ""})
+    seconds = sum(r.wall_s for r in disturbed)
+    return {"trials": len(disturbed), "of_trials": len(rows), "seconds": seconds,
+            "share": seconds / spent_s if spent_s else 0.0, "reruns": reruns, "waited_s": waited_s,
+            "background": background, "max_reruns": MAX_RERUNS,
+            "unresolved": [r.number for r in disturbed if not any(x["of"] == r.number for x in reruns)]}

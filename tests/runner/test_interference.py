@@ -1,0 +1,120 @@
+"""Interference windows from cumulative counters (runner/interference.py): the arithmetic that
+aligns them to steps and tells a disturbed step from a slow one. The real sampler under a real
+hog is exercised end to end in tests/stages/test_disturbed.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from infrarsi.runner.interference import (Background, InterferenceMonitor, Sample, TrialInterference, Window,
+                                          background, window)
+from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.verification import judge
+
+LIMITS = Background(cores=2, idle_cores=0.05, normal_cores=0.1, limit_cores=0.4, normal_denied=0.02,
+                    limit_denied=0.17, busy=False)
+
+
+def samples(rate: dict[str, float], seconds: int = 10) -> list[Sample]:
+    """One sample a second of counters growing at ``rate`` per second."""
+    return [Sample(at=100.0 + t, tree_cpu_s=rate.get("tree", 0) * t, tree_wait_s=rate.get("wait", 0) * t,
+                   threads=2, busy_s=rate.get("busy", 0) * t, steal_s=rate.get("steal", 0) * t,
+                   own_cpu_s=rate.get("own", 0) * t) for t in range(seconds + 1)]
+
+
+def test_others_are_the_busy_time_left_after_the_job_and_infrarsi():
+    w = window(samples({"tree": 1.5, "busy": 1.9, "own": 0.1, "wait": 0.5}), 102.0, 104.0, cores=2)
+    assert w.seconds == 2.0
+    assert w.others_cores == pytest.approx(0.3)
+    assert w.job_share == pytest.approx(0.75)
+    assert w.denied == pytest.approx(0.25)
+    assert w.disturbed(LIMITS)  # waited 25% of its runnable time while others used 0.3 cores
+
+
+def test_a_window_between_samples_is_interpolated():
+    s = samples({"busy": 1.0})
+    s = s[:3] + [Sample(at=103.0, tree_cpu_s=0, tree_wait_s=0, threads=1, busy_s=4.0, steal_s=0, own_cpu_s=0)]
+    # busy 0,1,2 then 4 at t=103: the second half of [102, 103] ran at 2 cores.
+    assert window(s, 102.5, 103.0, cores=2).others_cores == pytest.approx(2.0)
+    assert window(s, 101.0, 102.0, cores=2).others_cores == pytest.approx(1.0)
+
+
+def test_a_job_waiting_only_for_its_own_threads_is_not_disturbed():
+    w = window(samples({"tree": 2.0, "busy": 2.0, "wait": 2.0}), 101.0, 105.0, cores=2)
+    assert w.denied == pytest.approx(0.5) and w.others_cores == pytest.approx(0.0)
+    assert not w.disturbed(LIMITS)
+
+
+def test_steal_counts_as_others():
+    w = window(samples({"tree": 1.0, "busy": 1.0, "steal": 0.5}), 101.0, 103.0, cores=2)
+    assert w.load_cores == pytest.approx(0.5) and w.disturbed(LIMITS)
+
+
+def test_the_background_is_doctors_normal_plus_a_margin():
+    quiet = [Window(seconds=1, others_cores=x, steal_cores=0, job_share=1, denied=d)
+             for x, d in [(0.05, 0.0), (0.1, 0.01), (0.2, 0.03)] * 4]
+    bg = background(2, 0.05, quiet)
+    assert bg.normal_cores == pytest.approx(0.2) and bg.limit_cores == pytest.approx(0.5)
+    assert bg.limit_denied == pytest.approx(1 - 0.97 / 1.2, abs=1e-3) and not bg.busy
+    # Busy before the baseline ran: said, but the normal is what the baseline's steps saw.
+    busy = background(2, 1.2, quiet)
+    assert busy.busy and busy.limit_cores == pytest.approx(0.5)
+    loaded = [Window(seconds=1, others_cores=1.0, steal_cores=0, job_share=0.5, denied=0.4)] * 10
+    assert background(2, 1.2, loaded).limit_cores == pytest.approx(1.3)
+    # On a saturated machine the job already waits 40% of the time: disturbed once its share drops a sixth more.
+    assert background(2, 1.2, loaded).limit_denied == pytest.approx(0.5, abs=1e-3)
+
+
+def test_a_trial_is_disturbed_by_a_quarter_of_its_measured_steps_not_by_its_start_up():
+    calm = Window(seconds=1, others_cores=0.1, steal_cores=0, job_share=1, denied=0.0)
+    hog = Window(seconds=1, others_cores=1.0, steal_cores=0, job_share=0.5, denied=0.5)
+    record = TrialInterference(cores=2, limits=LIMITS, startup=calm, steps=[hog, hog] + [calm] * 7 + [hog],
+                               measured_from=2)
+    assert record.disturbed() == ""  # the warm-up's disturbed steps do not count; 1 of 8 measured does not
+    record.steps[5] = hog
+    assert "2 of 8 measured steps disturbed" in record.disturbed()
+    assert TrialInterference(cores=2, limits=LIMITS, startup=hog, steps=[calm] * 4).disturbed() == ""
+    assert TrialInterference(cores=2, limits=None, startup=hog, steps=[hog] * 4).disturbed() == ""
+
+
+def test_the_monitor_reads_a_real_process_tree():
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"])
+    try:
+        monitor = InterferenceMonitor(child.pid, lambda: [child.pid]).start()
+        began = time.monotonic()
+        child.wait()
+        ended = time.monotonic()
+        monitor.stop()
+    finally:
+        child.kill()
+    w = monitor.window(began, ended)
+    assert monitor.cores == frozenset(os.sched_getaffinity(0))
+    # It spun for a second: the tree's CPU plus its wait for a CPU cover most of that second.
+    assert w.job_share > 0 and w.denied < 1
+    assert monitor.samples[-1].tree_cpu_s + monitor.samples[-1].tree_wait_s > 0.5
+
+
+def result(status: TrialStatus, step: float) -> TrialResult:
+    return TrialResult(status=status, candidate=Candidate(knobs={"x": 1}), step_times=[step] * 4, startup_s=1.0,
+                       losses=[1.0, 0.9])
+
+
+def test_a_round_still_disturbed_after_its_reruns_is_a_missing_measurement_not_a_failure():
+    base = [result(TrialStatus.OK, 1.0) for _ in range(3)]
+    runs = [result(TrialStatus.OK, 0.5), result(TrialStatus.DISTURBED, 3.0), result(TrialStatus.OK, 0.5),
+            result(TrialStatus.OK, 0.5)]
+    verdict = judge(Candidate(knobs={"x": 1}), base, runs, planned_steps=100, floor=1.05, compare_steps=2)
+    assert "ended" not in verdict.reason
+    assert verdict.cand_step_s == [0.5, 0.5, 0.5] and verdict.statuses.count("disturbed") == 1
+
+
+def test_a_candidate_whose_every_rerun_was_disturbed_has_no_verdict_but_says_why():
+    base = [result(TrialStatus.OK, 1.0) for _ in range(3)]
+    verdict = judge(Candidate(knobs={"x": 1}), base, [result(TrialStatus.DISTURBED, 3.0)] * 3,
+                    planned_steps=100, floor=1.05, compare_steps=2)
+    assert not verdict.promoted and "disturbed" in verdict.reason and verdict.job_speedup is None

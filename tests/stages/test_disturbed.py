@@ -1,0 +1,130 @@
+"""A busy machine is not blamed on the candidate (issue 20).
+
+One real `run` on the spinning stand-in (tests/test_data/stages/spinning: the paced job with its
+steps spent on the CPU, so a hog slows it): right after its baseline trial, a CPU hog (two busy-loop processes
+pinned to each core the job may use) starts; it is stopped when the run reports the next trial
+disturbed. That trial must be recorded ``disturbed`` (its cost counted), rerun without the hog and
+then ``ok``, never told to Optuna or the time model as slow, and the experience bank must hold
+nothing of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from infrarsi.bank import ExperienceBank
+from infrarsi.contract import load_contract
+from infrarsi.events import Event
+from infrarsi.runner.interference import job_cores
+from infrarsi.runner.result import TrialStatus
+from infrarsi.search.space import SearchSpace
+from infrarsi.search.time_model import time_data
+from infrarsi.stages.doctor import doctor
+from infrarsi.stages.init import init
+from infrarsi.stages.run import run
+from infrarsi.study import TrialStore, default_storage_url
+from tests.stages.conftest import BUDGET_BYTES, git_repo
+from tests.support.hog import CpuHogs
+
+pytestmark = pytest.mark.e2e
+
+
+SPINNING = Path(__file__).parents[1] / "test_data" / "stages" / "spinning"
+
+
+@pytest.fixture(scope="module")
+def hogged_run(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("hogged") / "spinning"
+    shutil.copytree(SPINNING, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    git_repo(repo)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        done = init(repo, budget_bytes=BUDGET_BYTES)
+        assert done.ok, done.message
+        doctor(repo, repeats=2)
+    url = f"sqlite:///{tmp_path_factory.mktemp('bank')}/bank.db"
+    # Two per core: on a machine other work already saturates, one more process per core barely
+    # changes the job's share (and doctor's normal already holds that work).
+    hogs = CpuHogs(job_cores(), per_core=2)
+    events: list[Event] = []
+
+    def control(event: Event) -> None:
+        events.append(event)
+        if event.stage != "run" or event.kind != "report":
+            return
+        if event.data["kind"] == "baseline" and not hogs.running and not events_disturbed(events):
+            hogs.start()
+        elif event.data["status"] == "disturbed":
+            hogs.stop()
+
+    with hogs:
+        result = run(repo, trials=3, bank_url=url, on_event=control)
+    return repo, url, result
+
+
+def events_disturbed(events: list[Event]) -> bool:
+    return any(e.data.get("status") == "disturbed" for e in events)
+
+
+def test_the_hogged_trial_is_disturbed_and_its_rerun_without_the_hog_is_ok(hogged_run):
+    _, _, result = hogged_run
+    assert result.status in ("ok", "no_promotion"), result.message
+    rows = {r.number: r for r in result.trials}
+    disturbed = [r for r in result.trials if r.status == "disturbed"]
+    assert len(disturbed) == 1, [(r.number, r.kind, r.status, r.detail) for r in result.trials]
+    hit = disturbed[0]
+    assert "other processes used" in hit.detail and hit.load_cores is not None and hit.load_cores > 0.5
+    rerun = [r for r in result.trials if r.reason.startswith(f"rerun of trial {hit.number} ")]
+    assert len(rerun) == 1 and rerun[0].candidate == hit.candidate and rerun[0].status == "ok", rows
+    # Its cost counts, and the run says what was disturbed and rerun.
+    d = result.disturbance
+    assert d["trials"] == 1 and d["seconds"] == pytest.approx(hit.wall_s) and d["share"] > 0
+    assert d["reruns"] == [{"trial": rerun[0].number, "of": hit.number, "kind": hit.kind,
+                            "candidate": hit.candidate, "status": "ok", "of_detail": hit.detail}]
+    assert hit.wall_s <= result.spent_s and d["unresolved"] == []
+
+
+def test_the_models_never_saw_the_disturbed_trial_as_slow(hogged_run):
+    repo, _, result = hogged_run
+    contract = load_contract(repo)
+    store = TrialStore.open(contract, [], storage_url=default_storage_url(repo))
+    hit = next(r for r in result.trials if r.status == "disturbed")
+    frozen = store.get(hit.number)
+    # Not PRUNED (Optuna's "slow"), no objective value.
+    assert frozen.state is TrialState.FAIL and frozen.value is None
+    history = store.history()
+    stored = [t for t in history if t.status is TrialStatus.DISTURBED]
+    assert len(stored) == 1 and stored[0].interference["disturbed"]
+    # Never stopped as slow on its disturbed steps: it ran every step of the contract.
+    assert len(stored[0].interference["steps"]) == contract.workload.total_steps
+    assert "aborted_slow" not in stored[0].detail
+    # The time model's rows (what the search and the prior checks learn from) leave it out.
+    space = SearchSpace.from_contract(contract, [])
+    with_it = time_data(space, history)
+    without = time_data(space, [t for t in history if t.status is not TrialStatus.DISTURBED])
+    assert with_it.y.tolist() == without.y.tolist()
+
+
+def test_the_bank_holds_no_disturbed_finding(hogged_run):
+    repo, url, result = hogged_run
+    contract = load_contract(repo)
+    store = TrialStore.open(contract, [], storage_url=default_storage_url(repo))
+    history = store.history()
+    space = SearchSpace.from_contract(contract, [])
+    counted = dict(zip(space.setting_keys, time_data(space, history).indicator.sum(axis=0).tolist()))
+    # Had the disturbed trial been taken as a measurement, its settings would count one more.
+    as_if = [dataclasses.replace(t, status=TrialStatus.OK) if t.status is TrialStatus.DISTURBED else t
+             for t in history]
+    would = dict(zip(space.setting_keys, time_data(space, as_if).indicator.sum(axis=0).tolist()))
+    with ExperienceBank(url) as bank:
+        runs = bank.runs()
+    assert len(runs) == 1 and runs[0].effects
+    for effect in runs[0].effects:
+        assert effect.n == counted[effect.key], (effect, counted)
+    assert any(would[e.key] == e.n + 1 for e in runs[0].effects), (would, counted)
+    assert all(verdict != "disturbed" for _, verdict in runs[0].verdicts)
