@@ -3,9 +3,11 @@
 A step that took longer because another process took the job's cores is not evidence about the
 candidate. This module measures, from InfraRSI's process while the trial runs:
 
-- the job's process tree: CPU seconds and seconds runnable but waiting for a CPU (every thread of
-  every member, ``/proc/<pid>/task/*/schedstat``), and its threads: what the job got against what
-  it could use. Waiting is what another process on the job's cores costs it, whatever the load;
+- the job's process tree: CPU seconds (every member's own and its reaped children's,
+  ``/proc/<pid>/stat``: a short-lived child no walk of the tree saw is still the job's), seconds
+  runnable but waiting for a CPU (every thread, ``/proc/<pid>/task/*/schedstat``), and its threads:
+  what the job got against what it could use. Waiting is what another process on the job's cores
+  costs it, whatever the load;
 - the cores the job may run on (``os.sched_getaffinity`` of the job): their busy and steal time
   from ``/proc/stat``. Busy time minus the tree's and minus InfraRSI's own (its record reader,
   watchdog and this sampler) is what *other* processes used there;
@@ -193,22 +195,27 @@ def _cores_busy_steal(cores: frozenset[int]) -> tuple[float, float]:
     return busy * TICK_S, steal * TICK_S
 
 
-def _pid_sched(pid: int) -> tuple[float, float, int] | None:
-    """(CPU seconds, seconds waiting for a CPU, threads) of one process's threads, None when it is gone."""
-    run = wait = 0
+def _pid_counts(pid: int) -> tuple[float, float, int, int] | None:
+    """(CPU seconds, seconds waiting for a CPU, threads, parent pid) of one process, None when it
+    is gone. The CPU seconds are the process's own and those of the children it has reaped
+    (``/proc/<pid>/stat``: utime, stime, cutime, cstime), so a thread that ended keeps its time and
+    a short-lived child (a launcher's ``sh``, ``ldconfig``) that no walk of the tree ever saw still
+    counts as the job's. The wait is summed over the live threads' ``schedstat``."""
     try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
         tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
+    except (OSError, IndexError):
         return None
+    wait = 0
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                on_cpu, queued, _ = f.read().split()
-        except (OSError, ValueError):
+                wait += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
             continue  # the thread ended between the listing and the read
-        run += int(on_cpu)
-        wait += int(queued)
-    return run / 1e9, wait / 1e9, len(tids)
+    cpu = sum(int(v) for v in fields[11:15]) * TICK_S
+    return cpu, wait / 1e9, len(tids), int(fields[1])
 
 
 def _own_cpu() -> float:
@@ -313,7 +320,9 @@ class InterferenceMonitor:
         self._members = members
         self._sample_s = sample_s
         self._gpus = _open_gpus() if cuda else None
-        self._tree: dict[int, tuple[float, float]] = {}
+        self._tree: dict[int, tuple[float, float, int]] = {}
+        """Per member: CPU seconds (its reaped children's included), wait seconds, parent pid."""
+        self._reaped_wait = 0.0
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"infrarsi-interference-{root_pid}", daemon=True)
@@ -337,18 +346,26 @@ class InterferenceMonitor:
 
     def sample(self) -> None:
         threads = 0
+        live: set[int] = set()
         with contextlib.suppress(Exception):  # a member that vanished mid-read: the next sample has it
             for pid in list(self._members()):
-                seen = _pid_sched(pid)
+                seen = _pid_counts(pid)
                 if seen is not None:
-                    # A thread that ended takes its counts with it: keep each process's highest.
-                    old = self._tree.get(pid, (0.0, 0.0))
-                    self._tree[pid] = (max(old[0], seen[0]), max(old[1], seen[1]))
-                    threads += seen[2]
+                    cpu, wait, count, ppid = seen
+                    old = self._tree.get(pid, (0.0, 0.0, ppid))
+                    self._tree[pid] = (max(old[0], cpu), max(old[1], wait), ppid)
+                    threads += count
+                    live.add(pid)
+        # A member that is gone and whose parent is a live member was reaped by it: its CPU is in
+        # the parent's now (cutime), so keeping its own would count it twice.
+        # (Its wait is not in the parent's: that is kept aside.)
+        for pid in [p for p, (_, _, ppid) in self._tree.items() if p not in live and ppid in live]:
+            self._reaped_wait += self._tree.pop(pid)[1]
         busy, steal = _cores_busy_steal(self.cores)
         gpu = self._gpus.others(set(self._tree)) if self._gpus is not None else None
-        self.samples.append(Sample(at=time.monotonic(), tree_cpu_s=sum(c for c, _ in self._tree.values()),
-                                   tree_wait_s=sum(w for _, w in self._tree.values()), threads=max(threads, 1), busy_s=busy, steal_s=steal, own_cpu_s=_own_cpu(),
+        self.samples.append(Sample(at=time.monotonic(), tree_cpu_s=sum(c for c, _, _ in self._tree.values()),
+                                   tree_wait_s=self._reaped_wait + sum(w for _, w, _ in self._tree.values()),
+                                   threads=max(threads, 1), busy_s=busy, steal_s=steal, own_cpu_s=_own_cpu(),
                                    gpu_others=gpu))
 
     def covers(self, until: float) -> bool:

@@ -99,6 +99,24 @@ def test_the_monitor_reads_a_real_process_tree():
     assert monitor.samples[-1].tree_cpu_s + monitor.samples[-1].tree_wait_s > 0.5
 
 
+
+def test_short_lived_children_no_walk_saw_are_still_the_jobs():
+    # The job runs Python children one after another (as a launcher's `sh` or `ldconfig` calls
+    # do); the walk of the tree only ever knows the job itself, yet their CPU is the job's.
+    spawn = ("import subprocess, sys\nfor _ in range(8):\n"
+             "    subprocess.run([sys.executable, '-c', 'x = 0\\nfor i in range(2_000_000): x += i'])")
+    child = subprocess.Popen([sys.executable, "-c", spawn])
+    try:
+        monitor = InterferenceMonitor(child.pid, lambda: [child.pid]).start()
+        began = time.monotonic()
+        child.wait()
+        ended = time.monotonic()
+        monitor.stop()
+    finally:
+        child.kill()
+    w = monitor.window(began, ended)
+    assert w.job_share > 0.5 and w.others_cores < 0.3, w
+
 def result(status: TrialStatus, step: float) -> TrialResult:
     return TrialResult(status=status, candidate=Candidate(knobs={"x": 1}), step_times=[step] * 4, startup_s=1.0,
                        losses=[1.0, 0.9])
