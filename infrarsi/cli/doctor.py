@@ -113,6 +113,11 @@ def render(report: DoctorReport, repo: Path) -> None:
                                     f"{bg.normal_cores:.2f} while it runs (90th pct); a trial above {bg.limit_cores:.2f} "
                                     "is disturbed and rerun" + (f"; waited {bg.waited_s:.0f} s for quiet" if bg.waited_s else ""))
     console.print(table)
+    for claim in report.claims:
+        if claim["role"] not in ("workload", "unknown"):
+            style = {"confirmed": "green", "refuted": "red"}.get(claim["status"], "yellow")
+            console.print(f"the model's claim [bold]{claim['name']}[/] is {claim['role']}: "
+                          f"[{style}]{claim['status']}[/], {claim['why']}")
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     console.print(f"[dim]wrote {doctor_path(repo)} and the reference losses into the contract "

@@ -126,6 +126,10 @@ def render(result: InitResult) -> None:
     console.print(f"locked (hashed): {', '.join(result.locked) or '[dim]none[/]'}")
     if result.unknown:
         console.print(f"unknown knobs, kept at their defaults: {', '.join(result.unknown)}")
+    for claim in result.claims:
+        if claim["status"] == "unconfirmed":
+            console.print(f"the model claims [bold]{claim['name']}[/] is {claim['role']} ({claim['evidence']}): "
+                          "locked until doctor's trial agrees")
     for s in result.skipped:
         console.print(f"[dim]not a knob: {s['name']} ({s['source']}): {s['reason']}[/]")
     if result.probe_diff and not result.probe_inserted:

@@ -11,21 +11,26 @@ changed against the baseline and the measurement agrees:
   step time moves (the value does act on the job).
 
 Without a key nothing is called (``status = "not_configured"``). Every failure comes back as a
-status with a message, never an exception.
+status with a message, never an exception. Init keeps the claims in ``.infrarsi/claims.json``
+(:func:`save_claims`); doctor runs the trials that judge them (``stages/claims.py``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from infrarsi.contract import STATE_DIR
 
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.source import ParsedFile
 from infrarsi.llm import LLMConfig, make_client
-from infrarsi.runner.result import TrialResult
+from infrarsi.runner.result import TrialResult, TrialStatus
 
 TOOL_NAME = "classify_knobs"
 CLAIMABLE = ("micro_batch", "grad_accum", "threads", "dataloader_workers", "dataloader_pin_memory",
@@ -165,12 +170,20 @@ def _same_work(base: TrialResult, probe: TrialResult) -> bool:
     return base.samples_per_step == probe.samples_per_step
 
 
-def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_tolerance: float) -> Claim:
-    """``claim`` confirmed or refuted by a trial with the claimed knob changed (``probe``)."""
+def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_tolerance: float,
+          time_moves: float = TIME_MOVES) -> Claim:
+    """``claim`` confirmed or refuted by a trial with the claimed knob changed (``probe``);
+    ``time_moves``: the step-time change that is more than noise (doctor's floor, at least TIME_MOVES)."""
     if claim.status != "unconfirmed":
         return claim
-    if not (baseline.ok and probe.ok):
-        return Claim(claim.name, claim.role, claim.evidence, "refuted", "a trial did not finish")
+    if not baseline.ok:
+        return Claim(claim.name, claim.role, claim.evidence, "unconfirmed", "the baseline did not finish")
+    if probe.status is TrialStatus.DISTURBED:
+        return Claim(claim.name, claim.role, claim.evidence, "unconfirmed",
+                     f"the trial with it changed was disturbed by other processes: {probe.detail[:200]}")
+    if not probe.ok:
+        return Claim(claim.name, claim.role, claim.evidence, "refuted",
+                     f"the trial with it changed ended {probe.status.value}: {probe.detail[:200]}")
     if not _same_work(baseline, probe):
         return Claim(claim.name, claim.role, claim.evidence, "refuted",
                      f"the work per step changed ({baseline.tokens_per_step or baseline.samples_per_step} -> "
@@ -183,6 +196,29 @@ def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_toleranc
     pairs = list(zip(baseline.losses, probe.losses))
     if not pairs or any(not math.isfinite(b) or abs(a - b) > loss_tolerance * max(1.0, abs(b)) for b, a in pairs):
         return Claim(claim.name, claim.role, claim.evidence, "refuted", "the loss trajectory changed")
-    if not _moved(probe.step_time, baseline.step_time, TIME_MOVES):
+    if not _moved(probe.step_time, baseline.step_time, max(time_moves, TIME_MOVES)):
         return Claim(claim.name, claim.role, claim.evidence, "refuted", "the step time did not move")
     return Claim(claim.name, claim.role, claim.evidence, "confirmed", "the loss held and the step time moved")
+
+
+def claims_path(repo: Path) -> Path:
+    return Path(repo) / STATE_DIR / "claims.json"
+
+
+def save_claims(repo: Path, claims: list[Claim]) -> None:
+    """Keep ``claims`` for doctor (an empty list clears an earlier init's)."""
+    path = claims_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([asdict(c) for c in claims], indent=2) + "\n")
+
+
+def load_claims(repo: Path) -> tuple[list[Claim], str]:
+    """The claims init kept, and why none could be read (empty when the file is fine or absent)."""
+    path = claims_path(repo)
+    if not path.exists():
+        return [], ""
+    try:
+        data = json.loads(path.read_text())
+        return [Claim(**{k: str(item[k]) for k in ("name", "role", "evidence", "status", "why")}) for item in data], ""
+    except (ValueError, TypeError, KeyError) as err:
+        return [], f"{path}: unreadable ({type(err).__name__}: {err}); run `infrarsi init` again to ask the model anew"

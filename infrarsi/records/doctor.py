@@ -140,6 +140,9 @@ class DoctorReport:
     background: Background | None = None
     """The machine's normal background: other processes' use of the job's cores before and while
     the baseline ran; a trial disturbed beyond it is rerun (None: a doctor.json older than it)."""
+    claims: list[dict[str, str]] = field(default_factory=list)
+    """The model's role claims about knobs the rules left unknown, as doctor's trials judged them
+    (``knobs.llm_roles.Claim`` as a dict; stages/claims.py)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -179,6 +182,7 @@ class DoctorReport:
             wall_s=float(data.get("wall_s", 0.0)),
             sandbox=str(data.get("sandbox", "")),
             background=Background.from_dict(data["background"]) if data.get("background") else None,
+            claims=[dict(c) for c in data.get("claims", [])],
             schema_version=data["schema_version"],
         )
 

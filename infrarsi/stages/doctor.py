@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,10 +33,12 @@ from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.probe import PHASES
 from infrarsi.records.doctor import (BaselineRun, DoctorError, DoctorReport, Efficiency, MemoryUse, PhaseSplit,
                                      ReorderRun, save_doctor)
+from infrarsi.knobs.llm_roles import Claim, load_claims, save_claims
 from infrarsi.runner import interference
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.stages.claims import check_claims, unlocked
 from infrarsi.units import GIB
 
 PHASE_TOLERANCE = 0.10
@@ -109,6 +111,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
             "include them (`--wait-for-quiet` waits for quiet first)")
     updated = contract.with_reference(report.losses.reference, report.losses.tolerance,
                                       report.losses.numerics_tolerance)
+    updated = _judge_claims(repo, updated, runs, report, log_root, on_event, sandbox)
     save_contract(updated, repo)
     report.contract_hash = updated.digest()
     report.wall_s = time.perf_counter() - started
@@ -116,6 +119,33 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
     return report
+
+
+def _judge_claims(repo: Path, contract: Contract, runs: list[TrialResult], report: DoctorReport, log_root: Path,
+                  on_event: EventSink, sandbox: bool) -> Contract:
+    """The model's role claims init kept, each judged by a trial (stages/claims.py); the contract
+    with the confirmed ones unlocked."""
+    kept, problem = load_claims(repo)
+    if problem:
+        report.warnings.append(problem)
+    if not any(c.status == "unconfirmed" for c in kept):
+        report.claims = [asdict(c) for c in kept]
+        return contract
+    baseline = sorted(runs, key=lambda r: r.step_time)[len(runs) // 2]
+
+    def run_probe(claim: Claim, values: dict) -> TrialResult:
+        on_event(Event("doctor", "log", f"testing the model's claim that {claim.name} is {claim.role}: "
+                                        + ", ".join(f"{k}={v}" for k, v in values.items())))
+        return run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs=values), check_loss=False,
+                                   log_dir=log_root / f"claim-{claim.name}", on_event=on_event, sandbox=sandbox,
+                                   background=report.background))
+
+    judged = check_claims(contract, kept, baseline, report.losses.tolerance, report.noise.min_speedup - 1, run_probe)
+    save_claims(repo, judged)
+    report.claims = [asdict(c) for c in judged]
+    for c in judged:
+        on_event(Event("doctor", "log", f"claim {c.name} is {c.role}: {c.status}, {c.why}"))
+    return unlocked(contract, judged)
 
 
 def _machine_background(on_event: EventSink, wait_s: float | None) -> tuple[float, float]:

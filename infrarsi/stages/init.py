@@ -49,7 +49,7 @@ from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
 from infrarsi.knobs.frameworks import framework_settings, with_settings
-from infrarsi.knobs.llm_roles import classify_unknown, knob_uses
+from infrarsi.knobs.llm_roles import Claim, classify_unknown, knob_uses, save_claims
 from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.roles import assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
@@ -254,6 +254,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
     )
     path = save_contract(contract, repo)
     claims = _claims(repo, found, knobs, readers, warnings)
+    save_claims(repo, claims)
     by_role: dict[str, list[str]] = {}
     for k in knobs:
         by_role.setdefault(k.role, []).append(k.name)
@@ -280,14 +281,14 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         loop_kind=loop.kind,
         loop_why=loop.why,
         notes=list(fit.notes),
-        claims=claims,
+        claims=[asdict(c) for c in claims],
     )
 
 
 def _claims(repo: Path, found: Discovery, knobs: list[Knob], readers: list[ParsedFile],
-            warnings: list[str]) -> list[dict[str, str]]:
+            warnings: list[str]) -> list[Claim]:
     """The configured model's claims about the knobs the rules leave unknown (none without a key).
-    They change no role: a claim is believed only once a trial agrees (``llm_roles.judge``)."""
+    They change no role here: doctor believes a claim only once a trial agrees (stages/claims.py)."""
     config = load_llm_config(repo)
     unknown = {k.name for k in knobs if k.role == "unknown"}
     raw = [k for k in found.knobs if k.name in unknown]
@@ -296,7 +297,7 @@ def _claims(repo: Path, found: Discovery, knobs: list[Knob], readers: list[Parse
     result = classify_unknown(config, raw, knob_uses(readers, [k.name for k in raw]))
     if result.status != "ok":
         warnings.append(f"model classification of unknown knobs: {result.message}")
-    return [asdict(c) for c in result.claims]
+    return result.claims
 
 
 def _machine() -> str:
