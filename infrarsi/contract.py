@@ -86,6 +86,10 @@ class Knob:
     help: str = ""
     source: str = ""
     """Where it is defined, ``file:line``."""
+    patch: str | None = None
+    """The library patch that adds this knob to a script without it (``gradient_accumulation``):
+    the default is the script as it is, any other value applies the patch and then sets the knob
+    (``runner.command.patches_to_apply``). None: the script has the knob itself."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -398,7 +402,7 @@ _TYPES = {
     "memory": {"budget_bytes": int, "device": str},
     "scope": {"editable": list, "functions": list, "locked": dict},
     "knob": {"name": str, "role": str, "type": str, "default": _VALUE, "flag": str, "flag_style": str,
-             "domain": list, "tunable": bool, "help": str, "source": str},
+             "domain": list, "tunable": bool, "help": str, "source": str, "patch": str},
     "sandbox": {"network": bool, "read_only": list},
 }
 # What the items of a list field (or the values of a table field) must be.

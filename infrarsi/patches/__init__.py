@@ -9,9 +9,10 @@ a patch that does not apply or fails.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.contract import STATE_DIR, Contract, Knob
 from infrarsi.patches.activation_checkpointing import ActivationCheckpointing
 from infrarsi.patches.base import (
     APPLIED,
@@ -38,7 +39,8 @@ from infrarsi.patches.tf32_matmul import Tf32Matmul
 from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
 
 __all__ = [
-    "REGISTRY", "Patch", "PatchOutcome", "PriorEffect", "Site", "find_sites", "apply_patches",
+    "REGISTRY", "Patch", "PatchOutcome", "PriorEffect", "Site", "find_sites", "apply_patches", "patch_knobs",
+    "existing_knob",
     "APPLIED", "SKIPPED", "FAILED",
 ]
 
@@ -64,21 +66,49 @@ def _editable(repo: Path, contract: Contract) -> list[str]:
     return [rel for rel in contract.scope.editable if rel.endswith(".py") and (Path(repo) / rel).is_file()]
 
 
-def _existing_knob(patch: Patch, contract: Contract) -> str | None:
+def existing_knob(patch: Patch, contract: Contract) -> str | None:
     """Why a gated patch is left to the script's own knob, or None."""
     if patch.gate_role is None:
         return None
-    knobs = contract.by_role(patch.gate_role)
+    knobs = [k for k in contract.by_role(patch.gate_role) if k.patch != patch.name]
     if not knobs:
         return None
     return f"the script already has a {patch.gate_role} knob ({knobs[0].name}); the search tunes it instead"
+
+
+def _tuned_by_its_knob(name: str, contract: Contract) -> bool:
+    """The contract has the knob the patch adds, whose values other than the default apply it
+    (``Knob.patch``): the patch is no search dimension of its own."""
+    return any(k.patch == name for k in contract.knobs)
+
+
+def patch_knobs(repo: Path, contract: Contract) -> list[Knob]:
+    """The knobs library patches would add that the search tunes (``Patch.knob_off``), as contract
+    knobs: the script as written at their default, the patch applied at any other value."""
+    out = []
+    for name, patch in REGISTRY.items():
+        if patch.knob_off is None or existing_knob(patch, contract) or (patch.gpu_only and contract.memory.device != "cuda"):
+            continue
+        for rel in _editable(repo, contract):
+            try:
+                added = patch.transform(rel, (Path(repo) / rel).read_text()).knobs
+            except PatchError:
+                continue
+            batch = contract.workload.global_batch
+            for knob in added:
+                values = [v for v in knob.domain if not batch or not isinstance(v, int) or batch % v == 0]
+                values = sorted({patch.knob_off, *values})
+                out.append(replace(knob, default=patch.knob_off, domain=values, tunable=len(values) >= 2, patch=name))
+            if added:
+                break
+    return out
 
 
 def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
     """``(patch name, site)`` for every place a library patch applies in the editable files."""
     found = []
     for name, patch in REGISTRY.items():
-        if _existing_knob(patch, contract):
+        if existing_knob(patch, contract) or _tuned_by_its_knob(name, contract):
             continue
         for rel in _editable(repo, contract):
             source = (Path(repo) / rel).read_text()
@@ -117,7 +147,7 @@ def _apply_one(workdir: Path, name: str, contract: Contract, device: str) -> Pat
         return PatchOutcome(name, FAILED, f"unknown patch {name!r}; known: {', '.join(REGISTRY)}")
     if patch.gpu_only and device != "cuda":
         return PatchOutcome(name, SKIPPED, f"GPU-only patch: it means nothing on {device}")
-    existing = _existing_knob(patch, contract)
+    existing = existing_knob(patch, contract)
     if existing:
         return PatchOutcome(name, SKIPPED, existing)
     before: dict[str, str] = {}

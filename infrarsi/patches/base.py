@@ -22,7 +22,7 @@ from libcst.codemod import (
 )
 from libcst.metadata import CodeRange, PositionProvider
 
-from infrarsi.contract import Knob
+from infrarsi.contract import Knob, KnobValue
 from infrarsi.hunk import Hunk
 
 APPLIED = "applied"
@@ -135,6 +135,10 @@ class Patch:
     """The knob the patch adds to switch itself off, when the script has none."""
     gate_role: ClassVar[str | None] = None
     """The contract role of that knob; a script whose contract already has one is left alone."""
+    knob_off: ClassVar[KnobValue | None] = None
+    """Set when the search tunes the knob the patch adds rather than switching the patch: the knob's
+    value that is the script as written (gradient_accumulation: 1 split). Init puts that knob in the
+    contract (``patches.patch_knobs``); its other values apply the patch."""
     prior: ClassVar[dict[str, PriorEffect]]
     codemod: ClassVar[type[PatchCodemod]]
     needles: ClassVar[tuple[str, ...]] = ()

@@ -151,7 +151,8 @@ class GradientAccumulation(Patch):
     needles = (".backward(",)
     requires = (("zero_grad",), (".step(",))
     absent = (KNOB,)
-    gate_knob = KNOB  # 1 split is the script as it was
+    gate_knob = KNOB
     gate_role = "grad_accum"  # a script that already accumulates is left to its own knob
+    knob_off = 1  # 1 split is the script as it was; the search tunes the count
     reach = "module"
     codemod = GradientAccumulationCodemod

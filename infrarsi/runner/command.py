@@ -10,6 +10,7 @@ import sys
 
 from infrarsi.commandline import is_python, parse_command, without_flag
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi.runner.result import Candidate
 
 # Launcher knobs belong before the entry script (torchrun's own options), not after it.
 LAUNCHER_ROLES = ("nproc_per_node",)
@@ -33,9 +34,19 @@ def step_knob(contract: Contract) -> Knob | None:
     return knobs[0] if knobs else None
 
 
+def patches_to_apply(contract: Contract, candidate: Candidate) -> tuple[str, ...]:
+    """The candidate's patches, and those that add a knob it sets away from its default (``Knob.patch``)."""
+    implied = [k.patch for k in contract.knobs
+               if k.patch and k.name in candidate.knobs and candidate.knobs[k.name] != k.default]
+    return tuple(dict.fromkeys([*candidate.patches, *implied]))
+
+
 def trial_knob_values(contract: Contract, knobs: dict[str, KnobValue], steps: int) -> dict[str, KnobValue]:
-    """Every knob value the trial sets: the candidate's, then the step count (which wins)."""
-    values = {**contract.workload.overrides, **knobs}
+    """Every knob value the trial sets: the candidate's, then the step count (which wins). A knob a
+    patch adds is left out at its default: the script runs without the patch and has no such knob."""
+    added = {k.name: k.default for k in contract.knobs if k.patch}
+    values = {**contract.workload.overrides,
+              **{n: v for n, v in knobs.items() if n not in added or v != added[n]}}
     steps_knob = step_knob(contract)
     if steps_knob is not None:
         values[steps_knob.name] = steps

@@ -25,7 +25,7 @@ from infrarsi.launcher.settings import settings_env
 from infrarsi.launcher.channel import RecordChannel
 from infrarsi.runner import abort, accounting, checks, sandbox
 from infrarsi.runner.interference import Background, InterferenceMonitor, TrialInterference
-from infrarsi.runner.command import build_argv, local_ranks, source_knobs, trial_knob_values
+from infrarsi.runner.command import build_argv, local_ranks, patches_to_apply, source_knobs, trial_knob_values
 from infrarsi.runner.environment import interpreter_env, trial_environment
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
@@ -160,7 +160,7 @@ class _Trial:
         if problem:
             self.fail(TrialStatus.CONTRACT, problem)
             return False
-        patches = self.spec.candidate.patches
+        patches = patches_to_apply(self.contract, self.spec.candidate)
         if patches:
             failure = workspace.apply_patches(patches, self.contract)
             problem = checks.scope_problem(self.contract, workspace.changed(), workspace.root)

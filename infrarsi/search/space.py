@@ -118,7 +118,7 @@ class SearchSpace:
     ) -> SearchSpace:
         roles = {}
         for role in ("micro_batch", "grad_accum", "nproc_per_node"):
-            found = contract.by_role(role)
+            found = [k for k in contract.by_role(role) if not k.patch]  # a patch's split count splits, holds no batch
             if found:
                 roles[role] = found[0]
         coupled = roles if "micro_batch" in roles else {}

@@ -20,6 +20,7 @@ from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.launcher.settings import settings_env
 from infrarsi.patches.llm_proposals import patch_dir
+from infrarsi.runner.command import patches_to_apply
 from infrarsi.runner.result import Candidate
 from infrarsi.records import RunResult, load_run
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
@@ -79,7 +80,7 @@ def _write_settings(checkout: Path, contract: Contract, settings: dict[str, Knob
 def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: list[str], flags: list[str]) -> str:
     point, low, high = verdict.job_speedup or (float("nan"),) * 3
     settings = ", ".join(f"{k}={v}" for k, v in _changed_settings(contract, verdict.candidate).items()) or "none"
-    patches = ", ".join(verdict.candidate.patches) or "none"
+    patches = ", ".join(patches_to_apply(contract, verdict.candidate)) or "none"
     statuses: dict[str, int] = {}
     for row in run.trials:
         statuses[row.status] = statuses.get(row.status, 0) + 1
@@ -179,7 +180,7 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
         with vcs.worktree(place, base) as checkout:
             # LLM diffs are where the run stored them, in the user's state folder: the checkout
             # is a fresh worktree of the base commit, without InfraRSI's untracked state.
-            outcomes = patch_library.apply_patches(checkout, list(verdict.candidate.patches), contract,
+            outcomes = patch_library.apply_patches(checkout, list(patches_to_apply(contract, verdict.candidate)), contract,
                                                    contract.memory.device, diff_dir=patch_dir(repo))
             failed = [o for o in outcomes if o.status == "failed"]
             if failed:

@@ -45,7 +45,7 @@ def probe_values(contract: Contract, claim: Claim) -> dict[str, KnobValue] | str
     # Halve the micro-batch and double the accumulation, so the tokens per step hold if the claim is right.
     smaller = [v for v in others if isinstance(v, int) and isinstance(knob.default, int) and v < knob.default]
     value = max(smaller) if smaller else others[0]
-    accum = contract.by_role("grad_accum")
+    accum = [k for k in contract.by_role("grad_accum") if not k.patch]  # the script's own accumulation
     if not accum or not isinstance(value, int) or not isinstance(knob.default, int):
         return {knob.name: value}
     total = batch.global_batch(knob.default, accum[0].default)

@@ -55,6 +55,7 @@ from infrarsi.knobs.roles import assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs
 from infrarsi.llm import load_llm_config
+from infrarsi.patches import patch_knobs
 from infrarsi.units import GIB, MIB
 
 WARMUP_STEPS = 3
@@ -252,6 +253,10 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         knobs=knobs,
         base_commit=_base_commit(repo),
     )
+    added = patch_knobs(repo, contract)
+    if added:
+        knobs = [*knobs, *added]
+        contract = replace(contract, knobs=knobs)
     path = save_contract(contract, repo)
     claims = _claims(repo, found, knobs, readers, warnings)
     save_claims(repo, claims)
@@ -280,7 +285,9 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         entry_why=ep.why,
         loop_kind=loop.kind,
         loop_why=loop.why,
-        notes=list(fit.notes),
+        notes=[*fit.notes, *(f"{k.name}: a knob the {k.patch} patch adds ({k.help}); {k.default} is the script as "
+                             f"written, the search tries {', '.join(str(v) for v in k.domain if v != k.default)}"
+                             for k in added)],
         claims=[asdict(c) for c in claims],
     )
 

@@ -65,10 +65,6 @@ class Analysis:
     """Why (part of) the document was not analysed, as the one-line diagnostic shows it."""
 
 
-def _gate_taken(patch, contract: Contract | None) -> bool:
-    """The script already has its own knob for what the patch would add (the search tunes that)."""
-    return contract is not None and patch.gate_role is not None and bool(contract.by_role(patch.gate_role))
-
 
 def patch_names(rel: str | None, text: str, contract: Contract | None) -> list[str]:
     """The library patches that may apply to this document: the cheap, whole-text checks."""
@@ -76,7 +72,8 @@ def patch_names(rel: str | None, text: str, contract: Contract | None) -> list[s
         return []
     device = contract.memory.device if contract else "cpu"
     return [name for name, patch in patch_library.REGISTRY.items()
-            if not _gate_taken(patch, contract) and not (patch.gpu_only and device != "cuda")
+            if not (contract is not None and patch_library.existing_knob(patch, contract))
+            and not (patch.gpu_only and device != "cuda")
             and not any(s in text for s in patch.absent) and patch.may_apply(text)]
 
 
