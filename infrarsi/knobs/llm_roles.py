@@ -7,8 +7,10 @@ other claim stays ``unconfirmed`` until :func:`judge` compares a trial with the 
 changed against the baseline and the measurement agrees:
 
 - ``micro_batch``: the tokens (or samples) per optimizer step hold and peak memory moves;
-- ``threads`` and the other speed roles: the tokens per step and the loss trajectory hold, and the
-  step time moves (the value does act on the job).
+- ``threads``: the tokens per step and the loss trajectory hold, and the job's CPU use moves (the
+  cores' worth its process tree used over the measured steps, ``runner/interference.py``);
+- the other speed roles: the tokens per step and the loss trajectory hold, and the step time moves
+  beyond the baseline's noise (the value does act on the job).
 
 Without a key nothing is called (``status = "not_configured"``). Every failure comes back as a
 status with a message, never an exception. Init keeps the claims in ``.infrarsi/claims.json``
@@ -26,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract import STATE_DIR
-
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.source import ParsedFile
 from infrarsi.llm import LLMConfig, make_client
@@ -38,6 +39,8 @@ CLAIMABLE = ("micro_batch", "grad_accum", "threads", "dataloader_workers", "data
              "logging", "workload", "unknown")
 MEMORY_MOVES = 0.05
 """A peak-memory change below this share is noise, not evidence of a micro-batch."""
+CPU_MOVES = 0.2
+"""A change of the job's CPU use (cores' worth) below this share is not evidence of a thread count."""
 TIME_MOVES = 0.05
 
 SYSTEM = """You are a performance engineer classifying the command-line settings of a PyTorch training
@@ -196,6 +199,14 @@ def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_toleranc
     pairs = list(zip(baseline.losses, probe.losses))
     if not pairs or any(not math.isfinite(b) or abs(a - b) > loss_tolerance * max(1.0, abs(b)) for b, a in pairs):
         return Claim(claim.name, claim.role, claim.evidence, "refuted", "the loss trajectory changed")
+    if claim.role == "threads":
+        cpu = [(r.interference or {}).get("mean_job_cores") for r in (baseline, probe)]
+        if None not in cpu:
+            if not _moved(cpu[1], cpu[0], CPU_MOVES):
+                return Claim(claim.name, claim.role, claim.evidence, "refuted",
+                             f"the job's CPU use did not move ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
+            return Claim(claim.name, claim.role, claim.evidence, "confirmed",
+                         f"the loss held and the job's CPU use moved ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
     if not _moved(probe.step_time, baseline.step_time, max(time_moves, TIME_MOVES)):
         return Claim(claim.name, claim.role, claim.evidence, "refuted", "the step time did not move")
     return Claim(claim.name, claim.role, claim.evidence, "confirmed", "the loss held and the step time moved")

@@ -32,6 +32,12 @@ def words(disturbance: dict[str, Any]) -> list[str]:
             out.append(f"rerun: {shown}" + (f"; and {len(reruns) - SHOWN} more" if len(reruns) > SHOWN else ""))
     else:
         out.append("no trial disturbed by other processes beyond doctor's normal background")
+    for again in disturbance.get("renormalized", []):
+        now = again["background"]
+        out.append(f"trial {again['after_trial']} stayed disturbed after a rerun: the machine's normal was measured again "
+                   f"(trial {again['trial']}, a baseline run): other processes now use {now['normal_cores']:.2f} of "
+                   f"{now['cores']} cores, the baseline runs {again['slowdown']:.2f}x slower, and later trials were judged "
+                   f"against that ({now['limit_cores']:.2f} cores)")
     if disturbance.get("waited_s"):
         out.append(f"waited {disturbance['waited_s']:.0f} s for the machine to be quiet")
     return out

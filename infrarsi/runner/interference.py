@@ -94,6 +94,8 @@ class Window:
     denied: float
     """The share of the job's runnable time it spent waiting for a CPU."""
     gpu_others: float | None = None
+    job_cores: float = 0.0
+    """Cores' worth of CPU the job's tree used on average (what a thread count changes)."""
 
     @property
     def load_cores(self) -> float:
@@ -169,6 +171,16 @@ def background(cores: int, idle_cores: float, windows: Iterable[Window], waited_
                       limit_cores=round(max(normal + MARGIN_CORES, MIN_LIMIT_CORES), 3),
                       normal_denied=round(denied, 3), limit_denied=round(1 - (1 - denied) / SLOWER, 3),
                       busy=idle_cores > busy_limit(cores), waited_s=round(waited_s, 1))
+
+
+def measured_background(records: Iterable[dict[str, Any]], idle_cores: float, waited_s: float = 0.0) -> Background:
+    """The normal background from an idle sample and baseline runs' interference records
+    (``TrialResult.interference``: their measured steps' windows)."""
+    windows, cores = [], len(job_cores())
+    for record in records:
+        cores = record.get("cores", cores)
+        windows += [Window(**w) for w in record.get("steps", [])[record.get("measured_from", 0):] if w]
+    return background(cores, idle_cores, windows, waited_s)
 
 
 # --- reading the counters ------------------------------------------------------------------------
@@ -392,6 +404,12 @@ def _stamp(sample: Sample) -> float:
     return sample.at
 
 
+def _mean(windows: list[Window], name: str) -> float | None:
+    """``name`` averaged over ``windows``, weighted by their seconds."""
+    total = sum(w.seconds for w in windows)
+    return sum(getattr(w, name) * w.seconds for w in windows) / total if total else None
+
+
 def window(samples: list[Sample], start: float, end: float, cores: int) -> Window | None:
     """Interference over ``[start, end]`` from cumulative samples (None: no samples or no span)."""
     n = len(samples)  # the sampler thread only appends: the first n stay as they are, uncopied
@@ -411,7 +429,7 @@ def window(samples: list[Sample], start: float, end: float, cores: int) -> Windo
     return Window(seconds=seconds, others_cores=min(others, float(cores)), steal_cores=delta("steal_s") / seconds,
                   job_share=min(1.0, tree / (min(threads, cores) * seconds)),
                   denied=waited / (tree + waited) if tree + waited > 0 else 0.0,
-                  gpu_others=max(gpus) if gpus else None)
+                  gpu_others=max(gpus) if gpus else None, job_cores=tree / seconds)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -444,9 +462,10 @@ class TrialInterference:
         return ""
 
     def mean_load(self) -> float | None:
-        windows = [w for w in self.steps if w is not None]
-        total = sum(w.seconds for w in windows)
-        return sum(w.load_cores * w.seconds for w in windows) / total if total else None
+        return _mean([w for w in self.steps if w is not None], "load_cores")
+
+    def mean_job_cores(self) -> float | None:
+        return _mean([w for w in self.steps[self.measured_from:] if w is not None], "job_cores")
 
     def to_dict(self) -> dict[str, Any]:
         return {"cores": self.cores, "limits": self.limits.to_dict() if self.limits else None,
@@ -454,4 +473,5 @@ class TrialInterference:
                 "startup": self.startup.to_dict() if self.startup else None,
                 "steps": [w.to_dict() if w else None for w in self.steps],
                 "disturbed_steps": self.disturbed_steps(), "mean_load_cores": self.mean_load(),
+                "mean_job_cores": self.mean_job_cores(),
                 "disturbed": self.disturbed()}

@@ -102,7 +102,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
         raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
     if peak_warning:
         report.warnings.append(peak_warning)
-    report.background = _background(runs, idle, waited)
+    report.background = interference.measured_background([r.interference for r in runs], idle, waited)
     if report.background.busy:
         report.warnings.append(
             f"the machine was too busy to measure on: other processes used {idle:.2f} of the job's "
@@ -170,16 +170,6 @@ def _machine_background(on_event: EventSink, wait_s: float | None) -> tuple[floa
     return idle, waited
 
 
-def _background(runs: list[TrialResult], idle: float, waited: float) -> interference.Background:
-    """The normal background: the idle sample and the baseline's own steps' interference."""
-    windows, cores = [], len(interference.job_cores())
-    for r in runs:
-        record = r.interference or {}
-        cores = record.get("cores", cores)
-        windows += [interference.Window(**w) for w in record.get("steps", [])[record.get("measured_from", 0):] if w]
-    return interference.background(cores, idle, windows, waited)
-
-
 def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contract:
     """Fill in what init could not derive (tokens per step, sequence length, global batch: 0 in
     the contract) from what the launcher counted in the baseline runs. A workload without tokens
@@ -221,7 +211,7 @@ def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
         return {}
     knob = micro[0]
     default = int(knob.default)
-    accum = contract.by_role("grad_accum")
+    accum = [k for k in contract.by_role("grad_accum") if not k.patch]
     ranks = int(next((k.default for k in contract.by_role("nproc_per_node")), 1)) or 1
     per_rank = batch.per_rank(contract.workload.global_batch, ranks)
     choices = sorted(

@@ -18,7 +18,9 @@ from infrarsi.runner.interference import job_cores, wait_for_quiet
 from infrarsi.runner.result import TrialResult, TrialStatus
 
 MAX_RERUNS = 2
-"""Reruns of one disturbed trial; after them the disturbed result stands (it teaches the models nothing)."""
+"""Reruns of one disturbed trial: the first as it was; the last after measuring the machine's normal
+again when the disturbance stayed (stages/run.py). After them the disturbed result stands (it
+teaches the models nothing)."""
 RERUN_PREFIX = "rerun of trial "
 
 
@@ -62,8 +64,10 @@ def rerun_reason(number: int, reason: str) -> str:
     return f"{RERUN_PREFIX}{number} (disturbed): {reason}"
 
 
-def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[str, Any]) -> dict[str, Any]:
-    """How much of the run was disturbed and what was rerun, from its trial rows (``TrialRow``)."""
+def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[str, Any],
+            renormalized: list[dict[str, Any]]) -> dict[str, Any]:
+    """How much of the run was disturbed and what was rerun, from its trial rows (``TrialRow``);
+    ``background`` is the normal the run ended with, ``renormalized`` each time it was measured again."""
     by_number = {r.number: r for r in rows}
     disturbed = [r for r in rows if r.status == TrialStatus.DISTURBED.value]
     reruns = []
@@ -75,5 +79,5 @@ def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[s
     seconds = sum(r.wall_s for r in disturbed)
     return {"trials": len(disturbed), "of_trials": len(rows), "seconds": seconds,
             "share": seconds / spent_s if spent_s else 0.0, "reruns": reruns, "waited_s": waited_s,
-            "background": background, "max_reruns": MAX_RERUNS,
+            "background": background, "max_reruns": MAX_RERUNS, "renormalized": renormalized,
             "unresolved": [r.number for r in disturbed if not any(x["of"] == r.number for x in reruns)]}

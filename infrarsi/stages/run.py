@@ -22,7 +22,7 @@ from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, RunStatus, TrialRow,
                               load_doctor, save_run)
-from infrarsi.runner.interference import Background, job_cores
+from infrarsi.runner.interference import Background, idle_load, job_cores, measured_background
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -61,9 +61,18 @@ class _Session:
         """The baseline's parameters after the contract's steps, from doctor: every trial that
         compares its losses compares them too."""
         self.background = Background.unmeasured(len(job_cores()))
-        """Doctor's measure of the machine's normal background: beyond it a trial is disturbed."""
+        """The machine's normal background, doctor's measure until the run measures it again
+        (``_renormalize``): beyond it a trial is disturbed."""
+        self.doctor_background = self.background
         self.quiet: quiet.QuietWaiter | None = None
         self.last_number = -1
+        self.baseline: Candidate | None = None
+        self.baseline_step_s: float | None = None
+        self.slowdown = 1.0
+        """The baseline's step time under the machine's current normal over its first: a bound on
+        a slow trial (``abort_step_time``) is stretched by it, since every trial now runs slower."""
+        self.renormalized: list[dict] = []
+        """Each time the machine's normal was measured again (``_renormalize``)."""
 
     def budget_left(self) -> bool:
         return not self.budget_spent()
@@ -88,10 +97,13 @@ class _Session:
         attempt = 0
         while quiet.should_rerun(result, attempt):
             attempt += 1
+            disturbed = self.last_number
             if self.quiet is not None:
-                self.quiet.wait(f"trial {self.last_number} was disturbed")
+                self.quiet.wait(f"trial {disturbed} was disturbed")
+            if attempt == quiet.MAX_RERUNS:
+                self._renormalize(disturbed)
             result = self._execute_once(result.candidate, kind, abort_step_time=abort_step_time,
-                                        reason=quiet.rerun_reason(self.last_number, reason))
+                                        reason=quiet.rerun_reason(disturbed, reason))
         if result is not None and kind in ("baseline", "validation", "search"):
             self.started += 1
         return result
@@ -100,8 +112,34 @@ class _Session:
         """A trial the round needs once whoever runs it (the baseline, a patch's validation)."""
         return self.round.once(candidate, kind, lambda: self.execute(candidate, kind, reason=reason, exclusive=(kind,)))
 
+    def _renormalize(self, disturbed: int) -> None:
+        """A disturbance that outlasted a rerun (another job that stays) is the machine's new normal:
+        measured again as doctor measures it, an idle sample and a baseline trial judged by nothing,
+        and the rest of the run is judged against it. Nothing changes when the machine is quiet again."""
+        cores = job_cores()
+        idle = idle_load(cores=cores)
+        if idle <= self.background.limit_cores or self.baseline is None:
+            return
+        self.on_event(Event("run", "log", f"trial {disturbed} stayed disturbed: other processes use {idle:.2f} of the "
+                                          f"job's {len(cores)} cores; measuring the machine's new normal with a baseline trial"))
+        base = self._execute_once(self.baseline, "baseline", abort_step_time=None, judged=False,
+                                  reason=f"the machine's normal measured again (trial {disturbed} stayed disturbed)")
+        if base is None or not base.ok:
+            return
+        self.background = measured_background([base.interference], idle)
+        if self.baseline_step_s and base.step_time:
+            self.slowdown = max(1.0, base.step_time / self.baseline_step_s)
+        if self.quiet is not None:
+            self.quiet.limit_cores = self.background.limit_cores
+        self.renormalized.append({"after_trial": disturbed, "trial": self.last_number,
+                                  "background": self.background.to_dict(), "slowdown": round(self.slowdown, 3)})
+        self.on_event(Event("run", "log", f"the machine's normal is now {self.background.normal_cores:.2f} cores of "
+                                          f"other processes (a trial above {self.background.limit_cores:.2f} is disturbed)"))
+
     def _execute_once(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None,
-                      reason: str, exclusive: tuple[str, ...] = ()) -> TrialResult | None:
+                      reason: str, exclusive: tuple[str, ...] = (), judged: bool = True) -> TrialResult | None:
+        """One trial, recorded; ``judged=False``: its interference is recorded, never judged (a
+        measurement of the machine's normal)."""
         trial = self.store.begin(candidate, kind)
         if exclusive and candidate is not None:
             earlier = self.store.earlier_duplicate(trial, exclusive)
@@ -114,12 +152,12 @@ class _Session:
             repo=self.repo,
             contract=self.contract,
             candidate=candidate,
-            abort_step_time=abort_step_time,
-            timeout_s=self.timeout_s,
+            abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
+            timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
             reference_checksum=self.reference_checksum,
-            background=self.background,
+            background=self.background if judged else None,
         )
         self.last_number = trial.number
         began = time.monotonic()
@@ -136,10 +174,6 @@ class _Session:
                             data={"number": trial.number, "kind": kind, "status": result.status.value,
                                   "candidate": candidate.to_dict(), "step_s": result.step_time, "wall_s": result.wall_s}))
         return result
-
-    def once(self, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
-        """A trial the round needs once whoever runs it (the baseline, a patch's validation)."""
-        return self.round.once(candidate, kind, lambda: self.execute(candidate, kind, reason=reason, exclusive=(kind,)))
 
 
 def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
@@ -280,7 +314,7 @@ def run(
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = _Session(repo, contract, store, deadline, trials, on_event, sandbox)
     session.reference_checksum = doctor.param_checksum
-    session.background = doctor.background or session.background
+    session.background = session.doctor_background = doctor.background or session.background
     session.quiet = quiet.QuietWaiter(session.background.limit_cores, wait_for_quiet, "run", on_event)
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
@@ -308,11 +342,13 @@ def run(
 def _search(session: _Session, context, patch_names: list[str], result: RunResult) -> None:
     contract = session.contract
     baseline = context.baseline()
+    session.baseline = baseline
     measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
     base = measured[0] if measured else session.once(baseline, "baseline", reason="baseline")
     if not base.ok:
         raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
     result.baseline = base
+    session.baseline_step_s = base.step_time
     # Generous: a compiled candidate pays tens of seconds of start-up before its first step.
     session.timeout_s = max(180.0, 6 * base.wall_s)
     result.patch_checks = _validate_patches(session, baseline, patch_names)
@@ -409,4 +445,4 @@ def _summarize(session: _Session, context, result: RunResult, skipped: list[Patc
     result.bank_priors = [BankPriorRow(**b) for b in context.bank_outcomes(history)]
     result.memory_prices = [MemoryPriceRow(**p) for p in context.memory_prices(history)]
     result.disturbance = quiet.summary(result.trials, result.spent_s, session.quiet.waited_s if session.quiet else 0.0,
-                                       session.background.to_dict())
+                                       session.doctor_background.to_dict(), session.renormalized)

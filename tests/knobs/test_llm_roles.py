@@ -90,3 +90,16 @@ def test_measurements_confirm_or_refute_a_claim():
     assert judge(threads, base, trial(step=0.1), 1e-4).status == "refuted"
     locked = Claim("seed2", "workload", "manual_seed", status="confirmed")
     assert judge(locked, base, trial(tokens=1), 1e-4) is locked
+
+
+def test_a_claimed_thread_count_is_judged_by_the_jobs_cpu_use_when_it_was_measured():
+    def using(cores: float, step: float = 0.1) -> TrialResult:
+        result = trial(step=step)
+        result.interference = {"mean_job_cores": cores}
+        return result
+
+    threads = Claim("pool", "threads", "configure(size=pool)")
+    # Step time alone is noisy; CPU use is what a thread count changes.
+    assert judge(threads, using(1.9), using(1.0, step=0.1), 1e-4).status == "confirmed"
+    moved_time_only = judge(threads, using(1.9), using(1.85, step=0.2), 1e-4)
+    assert moved_time_only.status == "refuted" and "CPU use did not move" in moved_time_only.why

@@ -2,10 +2,10 @@
 
 The end-to-end test runs init with the real anthropic client against the loopback Messages server,
 then doctor's real trials on tests/test_data/stages/claimed: the script sets its thread count
-through a name built at run time (``--pool``) and slices its batch through a lookup table
-(``--rows``), so the rules leave both unknown. The model claims both are thread counts: the trial
-moving ``--pool`` changes the step time with the loss held (confirmed, unlocked), the one moving
-``--rows`` changes the samples per step (refuted, locked).
+(``--pool``) and its seed (``--salt``) through names built at run time, so the rules leave both
+unknown. The model claims both are thread counts: the trial moving ``--pool`` changes the step
+time with the loss held (confirmed, unlocked), the one moving ``--salt`` changes the loss
+trajectory (refuted, locked).
 """
 
 from __future__ import annotations
@@ -104,18 +104,18 @@ def test_doctor_confirms_the_true_claim_unlocks_it_and_refutes_the_false_one(tmp
         monkeypatch.setenv("INFRARSI_LLM_MAX_RETRIES", "0")
         server.script(tool_use_reply(TOOL_NAME, {"claims": [
             {"name": "pool", "role": "threads", "evidence": 'getattr(torch, "set_" + "num_threads")(args.pool)'},
-            {"name": "rows", "role": "threads", "evidence": 'settings = {"r": args.rows}'}]}))
+            {"name": "salt", "role": "threads", "evidence": 'getattr(torch, "manual_" + "seed")(args.salt)'}]}))
         done = init(repo, budget_bytes=2**30)
         assert done.ok, done.message
-        assert {c["name"]: c["status"] for c in done.claims} == {"pool": "unconfirmed", "rows": "unconfirmed"}
+        assert {c["name"]: c["status"] for c in done.claims} == {"pool": "unconfirmed", "salt": "unconfirmed"}
         before = load_contract(repo)
-        assert before.knob("pool").role == "unknown" and before.knob("rows").role == "unknown"
-        assert not before.knob("pool").tunable and not before.knob("rows").tunable
+        assert before.knob("pool").role == "unknown" and before.knob("salt").role == "unknown"
+        assert not before.knob("pool").tunable and not before.knob("salt").tunable
     report = doctor(repo, repeats=2)
     claims = {c["name"]: c for c in report.claims}
     assert claims["pool"]["status"] == "confirmed", claims
-    assert claims["rows"]["status"] == "refuted" and "samples" in claims["rows"]["why"], claims
+    assert claims["salt"]["status"] == "refuted" and "loss trajectory" in claims["salt"]["why"], claims
     after = load_contract(repo)
     assert after.knob("pool").role == "threads" and after.knob("pool").tunable
-    assert after.knob("rows").role == "unknown" and not after.knob("rows").tunable
-    assert {c.name: c.status for c in load_claims(repo)[0]} == {"pool": "confirmed", "rows": "refuted"}
+    assert after.knob("salt").role == "unknown" and not after.knob("salt").tunable
+    assert {c.name: c.status for c in load_claims(repo)[0]} == {"pool": "confirmed", "salt": "refuted"}

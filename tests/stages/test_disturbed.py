@@ -26,6 +26,7 @@ from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
+from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.stages.run import run
 from infrarsi.study import TrialStore, default_storage_url
 from tests.stages.conftest import BUDGET_BYTES, git_repo
@@ -65,6 +66,26 @@ def hogged_run(tmp_path_factory):
     with hogs:
         result = run(repo, trials=3, bank_url=url, on_event=control)
     return repo, url, result
+
+
+@pytest.fixture(scope="module")
+def lasting_hog_run(tmp_path_factory):
+    """The same run with a hog that starts after the baseline and stays to the end."""
+    repo = tmp_path_factory.mktemp("lasting") / "spinning"
+    shutil.copytree(SPINNING, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    git_repo(repo)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        assert init(repo, budget_bytes=BUDGET_BYTES).ok
+        doctor(repo, repeats=2)
+    hogs = CpuHogs(job_cores(), per_core=2)
+
+    def control(event: Event) -> None:
+        if event.stage == "run" and event.kind == "report" and event.data["kind"] == "baseline" and not hogs.running:
+            hogs.start()
+
+    with hogs:
+        return run(repo, trials=2, verify=False, on_event=control)
 
 
 def events_disturbed(events: list[Event]) -> bool:
@@ -128,3 +149,21 @@ def test_the_bank_holds_no_disturbed_finding(hogged_run):
         assert effect.n == counted[effect.key], (effect, counted)
     assert any(would[e.key] == e.n + 1 for e in runs[0].effects), (would, counted)
     assert all(verdict != "disturbed" for _, verdict in runs[0].verdicts)
+
+
+def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(lasting_hog_run):
+    result = lasting_hog_run
+    rows = [(r.number, r.kind, r.status, r.reason) for r in result.trials]
+    first = next(r for r in result.trials if r.status == "disturbed")
+    # Rerun once as it was (still disturbed), then the normal is measured again with a baseline trial
+    # judged by nothing, and the rerun after it is judged against that normal.
+    [rerun] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {first.number} ")]
+    [again] = result.disturbance["renormalized"]
+    assert rerun.status == "disturbed" and again["after_trial"] == rerun.number, rows
+    assert again["background"]["normal_cores"] > 0.5 and again["background"]["limit_cores"] > 0.8
+    assert again["slowdown"] > 1.0
+    remeasured = next(r for r in result.trials if r.number == again["trial"])
+    assert remeasured.kind == "baseline" and remeasured.status == "ok", rows
+    [last] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {rerun.number} ")]
+    assert last.number > remeasured.number and last.status == "ok" and last.candidate == first.candidate, rows
+    assert result.disturbance["unresolved"] == [] and any("measured again" in line for line in disturbance_words(result.disturbance))

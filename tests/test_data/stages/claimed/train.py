@@ -1,6 +1,6 @@
-"""A job whose thread count and batch rows are set through calls the role rules cannot follow (a
-name built at run time, a lookup table): init leaves both ``unknown``, the model's claims are
-judged by doctor's trials (tests/stages/test_claims.py)."""
+"""A job whose thread count and seed are set through calls the role rules cannot follow (names
+built at run time): init leaves both ``unknown``, and the model's claims about them are judged by
+doctor's trials (tests/stages/test_claims.py)."""
 
 import argparse
 
@@ -8,19 +8,18 @@ import torch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--pool", type=int, default=2, help="size of the pool")
-parser.add_argument("--rows", type=int, default=256, help="rows per pass")
+parser.add_argument("--salt", type=int, default=0, help="salt")
 parser.add_argument("--max_iters", type=int, default=8)
 args = parser.parse_args()
 
 getattr(torch, "set_" + "num_threads")(args.pool)
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+getattr(torch, "manual_" + "seed")(args.salt)
+model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 data = torch.randn(1024, 512)
-settings = {"r": args.rows}
 
 for it in range(args.max_iters):
-    x = data[: settings["r"]]
+    x = data
     loss = model(x).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
