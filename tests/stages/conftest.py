@@ -60,6 +60,19 @@ def fresh_paced(dest: Path) -> Path:
     return dest
 
 
+def measured_copy(src: Path, dest: Path) -> Path:
+    """A copy of a test job in a new git repo after `init --budget-gib 0.125` (no model) and
+    `doctor --repeats 2`."""
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    git_repo(dest)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        done = init(dest, budget_bytes=BUDGET_BYTES)
+        assert done.ok, done.message
+        doctor(dest, repeats=2)
+    return dest
+
+
 def copy_repo(src: Path, dest: Path) -> Path:
     """A byte copy of a prepared repo, .git and .infrarsi included (git repos are relocatable)."""
     shutil.copytree(src, dest, symlinks=True)

@@ -11,7 +11,6 @@ planted as a bank written before the run's noise was stored would hold them (no 
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,9 @@ import pytest
 from infrarsi.bank import EffectFinding, ExperienceBank, WorkloadSignature
 from infrarsi.contract import load_contract
 from infrarsi.records import load_doctor
-from infrarsi.stages.doctor import doctor
-from infrarsi.stages.init import init
 from infrarsi.stages.report import report
 from infrarsi.stages.run import run
-from tests.stages.conftest import BUDGET_BYTES, copy_repo, git_repo
+from tests.stages.conftest import copy_repo, measured_copy
 
 PACED_ATTENTION = Path(__file__).parents[1] / "test_data" / "stages" / "paced_attention"
 
@@ -31,15 +28,7 @@ PACED_ATTENTION = Path(__file__).parents[1] / "test_data" / "stages" / "paced_at
 @pytest.fixture(scope="module")
 def attention_prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The paced attention job after `init --budget-gib 0.125` and `doctor --repeats 2` (copy it)."""
-    repo = tmp_path_factory.mktemp("prepared") / "paced_attention"
-    shutil.copytree(PACED_ATTENTION, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
-    git_repo(repo)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("ANTHROPIC_API_KEY", raising=False)
-        done = init(repo, budget_bytes=BUDGET_BYTES)
-        assert done.ok, done.message
-        doctor(repo, repeats=2)
-    return repo
+    return measured_copy(PACED_ATTENTION, tmp_path_factory.mktemp("prepared") / "paced_attention")
 
 
 def plant_bad_findings(repo: Path, url: str) -> None:

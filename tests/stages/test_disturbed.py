@@ -11,7 +11,6 @@ nothing of it.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,10 @@ from infrarsi.runner.interference import job_cores
 from infrarsi.runner.result import TrialStatus
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
-from infrarsi.stages.doctor import doctor
-from infrarsi.stages.init import init
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.stages.run import run
 from infrarsi.study import TrialStore, default_storage_url
-from tests.stages.conftest import BUDGET_BYTES, git_repo
+from tests.stages.conftest import measured_copy
 from tests.support.hog import CpuHogs
 
 pytestmark = pytest.mark.e2e
@@ -40,14 +37,7 @@ SPINNING = Path(__file__).parents[1] / "test_data" / "stages" / "spinning"
 
 @pytest.fixture(scope="module")
 def hogged_run(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("hogged") / "spinning"
-    shutil.copytree(SPINNING, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
-    git_repo(repo)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("ANTHROPIC_API_KEY", raising=False)
-        done = init(repo, budget_bytes=BUDGET_BYTES)
-        assert done.ok, done.message
-        doctor(repo, repeats=2)
+    repo = measured_copy(SPINNING, tmp_path_factory.mktemp("hogged") / "spinning")
     url = f"sqlite:///{tmp_path_factory.mktemp('bank')}/bank.db"
     # Two per core: on a machine other work already saturates, one more process per core barely
     # changes the job's share (and doctor's normal already holds that work).
@@ -71,13 +61,7 @@ def hogged_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def lasting_hog_run(tmp_path_factory):
     """The same run with a hog that starts after the baseline and stays to the end."""
-    repo = tmp_path_factory.mktemp("lasting") / "spinning"
-    shutil.copytree(SPINNING, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
-    git_repo(repo)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("ANTHROPIC_API_KEY", raising=False)
-        assert init(repo, budget_bytes=BUDGET_BYTES).ok
-        doctor(repo, repeats=2)
+    repo = measured_copy(SPINNING, tmp_path_factory.mktemp("lasting") / "spinning")
     hogs = CpuHogs(job_cores(), per_core=2)
 
     def control(event: Event) -> None:
