@@ -126,6 +126,10 @@ def render(result: InitResult) -> None:
     console.print(f"locked (hashed): {', '.join(result.locked) or '[dim]none[/]'}")
     if result.unknown:
         console.print(f"unknown knobs, kept at their defaults: {', '.join(result.unknown)}")
+    for k in contract.knobs:
+        if k.patch:
+            console.print(f"knob [bold]{k.name}[/] added by the {k.patch} patch: {k.default} is the script as written, "
+                          f"the search tries {', '.join(str(v) for v in k.domain if v != k.default)}")
     for claim in result.claims:
         if claim["status"] == "unconfirmed":
             console.print(f"the model claims [bold]{claim['name']}[/] is {claim['role']} ({claim['evidence']}): "

@@ -285,9 +285,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         entry_why=ep.why,
         loop_kind=loop.kind,
         loop_why=loop.why,
-        notes=[*fit.notes, *(f"{k.name}: a knob the {k.patch} patch adds ({k.help}); {k.default} is the script as "
-                             f"written, the search tries {', '.join(str(v) for v in k.domain if v != k.default)}"
-                             for k in added)],
+        notes=list(fit.notes),
         claims=[asdict(c) for c in claims],
     )
 
