@@ -38,6 +38,9 @@ ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
 VERIFY_ROUNDS = Rounds(least=3, most=6)
+NORMAL = "normal"
+"""The kind of a baseline trial that measures the machine's normal again (``_Session._renormalize``):
+no search trial, and not the baseline a round compares with."""
 
 
 class _Session:
@@ -122,7 +125,7 @@ class _Session:
             return
         self.on_event(Event("run", "log", f"trial {disturbed} stayed disturbed: other processes use {idle:.2f} of the "
                                           f"job's {len(cores)} cores; measuring the machine's new normal with a baseline trial"))
-        base = self._execute_once(self.baseline, "baseline", abort_step_time=None, judged=False,
+        base = self._execute_once(self.baseline, NORMAL, abort_step_time=None, judged=False,
                                   reason=f"the machine's normal measured again (trial {disturbed} stayed disturbed)")
         if base is None or not base.ok:
             return

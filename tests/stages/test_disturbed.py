@@ -147,7 +147,7 @@ def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(lasti
     assert again["background"]["normal_cores"] > 0.5 and again["background"]["limit_cores"] > 0.8
     assert again["slowdown"] > 1.0
     remeasured = next(r for r in result.trials if r.number == again["trial"])
-    assert remeasured.kind == "baseline" and remeasured.status == "ok", rows
+    assert remeasured.kind == "normal" and remeasured.status == "ok", rows
     [last] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {rerun.number} ")]
     assert last.number > remeasured.number and last.status == "ok" and last.candidate == first.candidate, rows
     assert result.disturbance["unresolved"] == [] and any("measured again" in line for line in disturbance_words(result.disturbance))
