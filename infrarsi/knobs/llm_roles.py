@@ -23,7 +23,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,37 +179,35 @@ def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_toleranc
     ``time_moves``: the step-time change that is more than noise (doctor's floor, at least TIME_MOVES)."""
     if claim.status != "unconfirmed":
         return claim
+
+    def verdict(confirmed: bool | None, why: str) -> Claim:
+        status = "unconfirmed" if confirmed is None else "confirmed" if confirmed else "refuted"
+        return replace(claim, status=status, why=why)
+
     if not baseline.ok:
-        return Claim(claim.name, claim.role, claim.evidence, "unconfirmed", "the baseline did not finish")
+        return verdict(None, "the baseline did not finish")
     if probe.status is TrialStatus.DISTURBED:
-        return Claim(claim.name, claim.role, claim.evidence, "unconfirmed",
-                     f"the trial with it changed was disturbed by other processes: {probe.detail[:200]}")
+        return verdict(None, f"the trial with it changed was disturbed by other processes: {probe.detail[:200]}")
     if not probe.ok:
-        return Claim(claim.name, claim.role, claim.evidence, "refuted",
-                     f"the trial with it changed ended {probe.status.value}: {probe.detail[:200]}")
+        return verdict(False, f"the trial with it changed ended {probe.status.value}: {probe.detail[:200]}")
     if not _same_work(baseline, probe):
-        return Claim(claim.name, claim.role, claim.evidence, "refuted",
-                     f"the work per step changed ({baseline.tokens_per_step or baseline.samples_per_step} -> "
-                     f"{probe.tokens_per_step or probe.samples_per_step}): it is the workload")
+        return verdict(False, f"the work per step changed ({baseline.tokens_per_step or baseline.samples_per_step} -> "
+                              f"{probe.tokens_per_step or probe.samples_per_step}): it is the workload")
     if claim.role == "micro_batch":
         if _moved(probe.peak_bytes, baseline.peak_bytes, MEMORY_MOVES):
-            return Claim(claim.name, claim.role, claim.evidence, "confirmed",
-                         "the tokens per step held and peak memory moved")
-        return Claim(claim.name, claim.role, claim.evidence, "refuted", "peak memory did not move")
+            return verdict(True, "the tokens per step held and peak memory moved")
+        return verdict(False, "peak memory did not move")
     pairs = list(zip(baseline.losses, probe.losses))
     if not pairs or any(not math.isfinite(b) or abs(a - b) > loss_tolerance * max(1.0, abs(b)) for b, a in pairs):
-        return Claim(claim.name, claim.role, claim.evidence, "refuted", "the loss trajectory changed")
-    if claim.role == "threads":
-        cpu = [(r.interference or {}).get("mean_job_cores") for r in (baseline, probe)]
-        if None not in cpu:
-            if not _moved(cpu[1], cpu[0], CPU_MOVES):
-                return Claim(claim.name, claim.role, claim.evidence, "refuted",
-                             f"the job's CPU use did not move ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
-            return Claim(claim.name, claim.role, claim.evidence, "confirmed",
-                         f"the loss held and the job's CPU use moved ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
+        return verdict(False, "the loss trajectory changed")
+    cpu = [(r.interference or {}).get("mean_job_cores") for r in (baseline, probe)]
+    if claim.role == "threads" and None not in cpu:
+        if _moved(cpu[1], cpu[0], CPU_MOVES):
+            return verdict(True, f"the loss held and the job's CPU use moved ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
+        return verdict(False, f"the job's CPU use did not move ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
     if not _moved(probe.step_time, baseline.step_time, max(time_moves, TIME_MOVES)):
-        return Claim(claim.name, claim.role, claim.evidence, "refuted", "the step time did not move")
-    return Claim(claim.name, claim.role, claim.evidence, "confirmed", "the loss held and the step time moved")
+        return verdict(False, "the step time did not move")
+    return verdict(True, "the loss held and the step time moved")
 
 
 def claims_path(repo: Path) -> Path:

@@ -38,6 +38,7 @@ from infrarsi.runner import interference
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.stages import quiet
 from infrarsi.stages.claims import check_claims, unlocked
 from infrarsi.units import GIB
 
@@ -154,20 +155,12 @@ def _machine_background(on_event: EventSink, wait_s: float | None) -> tuple[floa
     cores = interference.job_cores()
     idle = interference.idle_load(cores=cores)
     limit = interference.busy_limit(len(cores))
-    waited = 0.0
-    if idle > limit:
-        on_event(Event("doctor", "log", f"the machine is busy: other processes use {idle:.2f} of the job's "
-                                        f"{len(cores)} cores (quiet is at most {limit:.2f})"))
-        if wait_s:
-            def waiting(load: float, spent: float) -> None:
-                on_event(Event("doctor", "log", f"waiting for quiet: other processes use {load:.2f} cores; "
-                                                f"waited {spent:.0f} s of {wait_s:.0f} s"))
-
-            done = interference.wait_for_quiet(wait_s, limit, cores=cores, on_wait=waiting)
-            idle, waited = done.load_cores, done.waited_s
-            on_event(Event("doctor", "log", ("quiet" if done.quiet else "still busy, measuring anyway")
-                                            + f" after waiting {waited:.0f} s"))
-    return idle, waited
+    if idle <= limit:
+        return idle, 0.0
+    on_event(Event("doctor", "log", f"the machine is busy: other processes use {idle:.2f} of the job's "
+                                    f"{len(cores)} cores (quiet is at most {limit:.2f})"))
+    done = quiet.QuietWaiter(limit, wait_s or None, "doctor", on_event).wait("before the baseline")
+    return (done.load_cores, done.waited_s) if done is not None else (idle, 0.0)
 
 
 def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contract:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infrarsi.events import Event, EventSink
-from infrarsi.runner.interference import job_cores, wait_for_quiet
+from infrarsi.runner.interference import QuietWait, job_cores, wait_for_quiet
 from infrarsi.runner.result import TrialResult, TrialStatus
 
 MAX_RERUNS = 2
@@ -26,21 +26,22 @@ RERUN_PREFIX = "rerun of trial "
 
 @dataclass(slots=True)
 class QuietWaiter:
-    """The run's budget of waiting for quiet, and what it spent."""
+    """A stage's budget of waiting for quiet, and what it spent."""
 
     limit_cores: float
-    """Other processes' cores above which the machine is not quiet (doctor's limit)."""
+    """Other processes' cores above which the machine is not quiet (run: the normal's limit;
+    doctor: ``interference.busy_limit``)."""
     budget_s: float | None
-    """``--wait-for-quiet``: seconds the whole run may wait (None: it never waits)."""
+    """``--wait-for-quiet``: seconds the whole stage may wait (None: it never waits)."""
     stage: str
     on_event: EventSink
     waited_s: float = 0.0
-    waits: int = 0
 
-    def wait(self, why: str) -> None:
-        """Wait until the machine is quiet or the budget is spent; says that it waits and for how long."""
+    def wait(self, why: str) -> QuietWait | None:
+        """Wait until the machine is quiet or the budget is spent; says that it waits and for how
+        long. None: no budget left, nothing sampled."""
         if self.budget_s is None or self.waited_s >= self.budget_s:
-            return
+            return None
         left = self.budget_s - self.waited_s
         cores = job_cores()
 
@@ -51,9 +52,9 @@ class QuietWaiter:
 
         done = wait_for_quiet(left, self.limit_cores, cores=cores, on_wait=waiting)
         self.waited_s += done.waited_s
-        self.waits += 1
         state = "quiet" if done.quiet else f"still busy ({done.load_cores:.2f} cores), going on"
         self.on_event(Event(self.stage, "log", f"{state} after waiting {done.waited_s:.0f} s"))
+        return done
 
 
 def should_rerun(result: TrialResult | None, attempt: int) -> bool:

@@ -67,7 +67,8 @@ class _Session:
         """The machine's normal background, doctor's measure until the run measures it again
         (``_renormalize``): beyond it a trial is disturbed."""
         self.doctor_background = self.background
-        self.quiet: quiet.QuietWaiter | None = None
+        self.quiet = quiet.QuietWaiter(self.background.limit_cores, None, "run", on_event)
+        """Waiting for quiet: no budget until ``run`` gives it ``--wait-for-quiet``'s."""
         self.last_number = -1
         self.baseline: Candidate | None = None
         self.baseline_step_s: float | None = None
@@ -101,8 +102,7 @@ class _Session:
         while quiet.should_rerun(result, attempt):
             attempt += 1
             disturbed = self.last_number
-            if self.quiet is not None:
-                self.quiet.wait(f"trial {disturbed} was disturbed")
+            self.quiet.wait(f"trial {disturbed} was disturbed")
             if attempt == quiet.MAX_RERUNS:
                 self._renormalize(disturbed)
             result = self._execute_once(result.candidate, kind, abort_step_time=abort_step_time,
@@ -132,8 +132,7 @@ class _Session:
         self.background = measured_background([base.interference], idle)
         if self.baseline_step_s and base.step_time:
             self.slowdown = max(1.0, base.step_time / self.baseline_step_s)
-        if self.quiet is not None:
-            self.quiet.limit_cores = self.background.limit_cores
+        self.quiet.limit_cores = self.background.limit_cores
         self.renormalized.append({"after_trial": disturbed, "trial": self.last_number,
                                   "background": self.background.to_dict(), "slowdown": round(self.slowdown, 3)})
         self.on_event(Event("run", "log", f"the machine's normal is now {self.background.normal_cores:.2f} cores of "
@@ -447,5 +446,5 @@ def _summarize(session: _Session, context, result: RunResult, skipped: list[Patc
     result.prior_checks = [PriorCheckRow(**c) for c in context.prior_checks(history)]
     result.bank_priors = [BankPriorRow(**b) for b in context.bank_outcomes(history)]
     result.memory_prices = [MemoryPriceRow(**p) for p in context.memory_prices(history)]
-    result.disturbance = quiet.summary(result.trials, result.spent_s, session.quiet.waited_s if session.quiet else 0.0,
+    result.disturbance = quiet.summary(result.trials, result.spent_s, session.quiet.waited_s,
                                        session.doctor_background.to_dict(), session.renormalized)

@@ -82,8 +82,9 @@ def test_a_trial_is_disturbed_by_a_quarter_of_its_measured_steps_not_by_its_star
     assert TrialInterference(cores=2, limits=None, startup=hog, steps=[hog] * 4).disturbed() == ""
 
 
-def test_the_monitor_reads_a_real_process_tree():
-    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"])
+def _watched(code: str) -> tuple[InterferenceMonitor, Window]:
+    """A real Python process running ``code``, monitored from start to exit; the whole window."""
+    child = subprocess.Popen([sys.executable, "-c", code])
     try:
         monitor = InterferenceMonitor(child.pid, lambda: [child.pid]).start()
         began = time.monotonic()
@@ -92,12 +93,15 @@ def test_the_monitor_reads_a_real_process_tree():
         monitor.stop()
     finally:
         child.kill()
-    w = monitor.window(began, ended)
+    return monitor, monitor.window(began, ended)
+
+
+def test_the_monitor_reads_a_real_process_tree():
+    monitor, w = _watched("import time\nend = time.time() + 1.0\nwhile time.time() < end: pass")
     assert monitor.cores == frozenset(os.sched_getaffinity(0))
     # It spun for a second: the tree's CPU plus its wait for a CPU cover most of that second.
     assert w.job_share > 0 and w.denied < 1
     assert monitor.samples[-1].tree_cpu_s + monitor.samples[-1].tree_wait_s > 0.5
-
 
 
 def test_short_lived_children_no_walk_saw_are_still_the_jobs():
@@ -105,17 +109,9 @@ def test_short_lived_children_no_walk_saw_are_still_the_jobs():
     # do); the walk of the tree only ever knows the job itself, yet their CPU is the job's.
     spawn = ("import subprocess, sys\nfor _ in range(8):\n"
              "    subprocess.run([sys.executable, '-c', 'x = 0\\nfor i in range(2_000_000): x += i'])")
-    child = subprocess.Popen([sys.executable, "-c", spawn])
-    try:
-        monitor = InterferenceMonitor(child.pid, lambda: [child.pid]).start()
-        began = time.monotonic()
-        child.wait()
-        ended = time.monotonic()
-        monitor.stop()
-    finally:
-        child.kill()
-    w = monitor.window(began, ended)
+    _, w = _watched(spawn)
     assert w.job_share > 0.5 and w.others_cores < 0.3, w
+
 
 def result(status: TrialStatus, step: float) -> TrialResult:
     return TrialResult(status=status, candidate=Candidate(knobs={"x": 1}), step_times=[step] * 4, startup_s=1.0,
