@@ -81,33 +81,42 @@ def test_the_hogged_trial_is_disturbed_and_its_rerun_without_the_hog_is_ok(hogge
     assert result.status in ("ok", "no_promotion"), result.message
     rows = {r.number: r for r in result.trials}
     disturbed = [r for r in result.trials if r.status == "disturbed"]
-    assert len(disturbed) == 1, [(r.number, r.kind, r.status, r.detail) for r in result.trials]
+    # The hog runs from the baseline's report to the first disturbed trial. A machine shared with
+    # other work (CI's is) may disturb a later trial on its own: that one is handled the same way.
+    assert disturbed, [(r.number, r.kind, r.status, r.detail) for r in result.trials]
     hit = disturbed[0]
+    assert hit.number == min(n for n, r in rows.items() if r.kind != "baseline"), rows
     assert "other processes used" in hit.detail and hit.load_cores is not None and hit.load_cores > 0.5
     rerun = [r for r in result.trials if r.reason.startswith(f"rerun of trial {hit.number} ")]
-    assert len(rerun) == 1 and rerun[0].candidate == hit.candidate and rerun[0].status == "ok", rows
+    assert rerun and rerun[0].candidate == hit.candidate, rows
+    assert rerun[0].status == "ok" or rerun[0].status == "disturbed" and len(disturbed) > 1, rows
     # Its cost counts, and the run says what was disturbed and rerun.
     d = result.disturbance
-    assert d["trials"] == 1 and d["seconds"] == pytest.approx(hit.wall_s) and d["share"] > 0
-    assert d["reruns"] == [{"trial": rerun[0].number, "of": hit.number, "kind": hit.kind,
-                            "candidate": hit.candidate, "status": "ok", "of_detail": hit.detail}]
-    assert hit.wall_s <= result.spent_s and d["unresolved"] == []
+    assert d["trials"] == len(disturbed) and d["share"] > 0
+    assert d["seconds"] == pytest.approx(sum(r.wall_s for r in disturbed))
+    assert {"trial": rerun[0].number, "of": hit.number, "kind": hit.kind, "candidate": hit.candidate,
+            "status": rerun[0].status, "of_detail": hit.detail} in d["reruns"]
+    assert len(d["reruns"]) == len(disturbed) - len(d["unresolved"])
+    assert sum(r.wall_s for r in disturbed) <= result.spent_s
 
 
 def test_the_models_never_saw_the_disturbed_trial_as_slow(hogged_run):
     repo, _, result = hogged_run
     contract = load_contract(repo)
     store = TrialStore.open(contract, [], storage_url=default_storage_url(repo))
-    hit = next(r for r in result.trials if r.status == "disturbed")
-    frozen = store.get(hit.number)
-    # Not PRUNED (Optuna's "slow"), no objective value.
-    assert frozen.state is TrialState.FAIL and frozen.value is None
+    disturbed = [r.number for r in result.trials if r.status == "disturbed"]
+    for number in disturbed:
+        frozen = store.get(number)
+        # Not PRUNED (Optuna's "slow"), no objective value.
+        assert frozen.state is TrialState.FAIL and frozen.value is None
     history = store.history()
-    stored = [t for t in history if t.status is TrialStatus.DISTURBED]
-    assert len(stored) == 1 and stored[0].interference["disturbed"]
+    stored = {s.number: s.result for s in store.trials() if s.result.status is TrialStatus.DISTURBED}
+    assert sorted(stored) == disturbed
+    hit = stored[disturbed[0]]
+    assert hit.interference["disturbed"]
     # Never stopped as slow on its disturbed steps: it ran every step of the contract.
-    assert len(stored[0].interference["steps"]) == contract.workload.total_steps
-    assert "aborted_slow" not in stored[0].detail
+    assert len(hit.interference["steps"]) == contract.workload.total_steps
+    assert "aborted_slow" not in hit.detail
     # The time model's rows (what the search and the prior checks learn from) leave it out.
     space = SearchSpace.from_contract(contract, [])
     with_it = time_data(space, history)
