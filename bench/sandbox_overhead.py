@@ -5,7 +5,9 @@ fixtures/dense_gpt at the XS size, as real trials through ``run_trial``, with th
 both arms alike). Per trial: the median of its measured step times and its start-up (launch to the
 first step, less that step: TrialResult.startup_s). Per pair: the sandboxed over the unsandboxed
 step time, and the start-up difference. Also the bare cost of entering the sandbox: ``bwrap … true``
-against ``true``. Goals (issue 19): step time within 1%, start-up within 0.5 s.
+against ``true``. Goals (issue 19): step time within 1%, start-up within 0.5 s. Sandboxed trials
+also read the shared bytecode prefix (docs/sandbox.md) while unsandboxed ones compile from source,
+so the start-up column shows both costs together.
 
     .venv/bin/python bench/sandbox_overhead.py [--pairs 8] [--steps 40]
 """

@@ -12,9 +12,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _offline_and_private(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """No Anthropic key (nothing leaves the machine; the built-in priors are used) and an experience
-    bank of the test's own (the user's ~/.infrarsi/bank.db is never read or written). A test that
-    wants either sets it again with monkeypatch."""
+    """No Anthropic key (nothing leaves the machine; the built-in priors are used), an experience
+    bank of the test's own (the user's ~/.infrarsi/bank.db is never read or written) and a cache
+    folder of the session's (the shared bytecode prefix is warmed once per run, away from the
+    user's ~/.cache). A test that wants any of them sets it again with monkeypatch."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     bank = tmp_path_factory.mktemp("bank") / "bank.db"
     monkeypatch.setenv("INFRARSI_BANK_URL", f"sqlite:///{bank}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))

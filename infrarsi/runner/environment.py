@@ -67,10 +67,10 @@ def trial_environment(*, home: Path, declared: Mapping[str, str] | None = None,
 
 
 def interpreter_env(*, pycache: Path) -> dict[str, str]:
-    """The interpreter variables InfraRSI sets for every trial: they make bytecode irrelevant to what
-    a trial runs. Nothing is written (``PYTHONDONTWRITEBYTECODE``), and nothing is read from the
+    """The interpreter variables InfraRSI sets for every trial: they keep what a trial runs to its
+    sources. Nothing is written (``PYTHONDONTWRITEBYTECODE``), and nothing is read from the
     ``__pycache__`` folders next to the sources (the user's, possibly stale, or any a candidate
-    planted), because every module's bytecode is looked up under a prefix folder that is fresh for
-    each trial and stays empty (``PYTHONPYCACHEPREFIX``). The price is compiling every module the
-    job imports, torch's included, at each start: the same for the baseline and every candidate."""
+    planted), because every module's bytecode is looked up under ``pycache``
+    (``PYTHONPYCACHEPREFIX``): the prefix only InfraRSI writes, read-only in the sandbox
+    (``bytecode.warm``), or an empty folder of the trial's own when it runs unsandboxed."""
     return {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(pycache)}

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import psutil
 
+BYTECODE_MOUNT = "/var/cache/infrarsi-bytecode"
+"""Where the shared bytecode prefix appears inside the sandbox."""
 NO_SANDBOX_HINT = "pass --no-sandbox to run trials without it (they then see your files and network)"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
 """Mounted read-only when present (symlinks such as ``/lib -> usr/lib`` are recreated as links)."""
@@ -90,8 +92,12 @@ class Mounts:
     read_only: list[Path] = field(default_factory=list)
     """More read-only paths (the contract's ``[sandbox] read_only``: data outside the repo)."""
     writable: list[Path] = field(default_factory=list)
-    """More writable folders at their own paths (a cache InfraRSI shares between trials, such as a
-    ``PYTHONPYCACHEPREFIX``); never the user's repo or home."""
+    """More writable folders at their own paths; never the user's repo or home."""
+    bytecode: Path | None = None
+    """The bytecode prefix trials share (``runner/bytecode.py``), shown at :data:`BYTECODE_MOUNT`
+    whatever its real path, so its place in the user's home never appears in the sandbox."""
+    bytecode_writable: bool = False
+    """Only for InfraRSI's own warm-up; trials read it."""
     network: bool = False
 
 
@@ -174,6 +180,8 @@ def wrap(argv: list[str], mounts: Mounts) -> list[str]:
         if _within(mounts.repo.resolve(), path) or _within(path, mounts.repo.resolve()) or _within(Path.home(), path):
             raise ValueError(f"{path} would expose the user's repository or home to the trial")
         out += ["--bind", str(path), str(path)]
+    if mounts.bytecode is not None:
+        out += ["--bind" if mounts.bytecode_writable else "--ro-bind", str(mounts.bytecode), BYTECODE_MOUNT]
     out += ["--remount-ro", "/", "--chdir", str(mounts.cwd), "--", *argv]
     return out
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
-from infrarsi.launcher.settings import settings_env
 from infrarsi.launcher.channel import RecordChannel
-from infrarsi.runner import abort, accounting, checks, sandbox
+from infrarsi.launcher.settings import settings_env
+from infrarsi.runner import abort, accounting, bytecode, checks, sandbox
 from infrarsi.runner.interference import Background, InterferenceMonitor, TrialInterference
 from infrarsi.runner.command import build_argv, local_ranks, patches_to_apply, source_knobs, trial_knob_values
 from infrarsi.runner.environment import interpreter_env, trial_environment
@@ -188,14 +188,16 @@ class _Trial:
         policy = self.contract.sandbox_policy
         cwd = workspace.root / self.contract.workload.cwd
         channel = RecordChannel(workspace.private / "records.fifo")
-        command = argv
+        command, pycache = argv, workspace.pycache
         if self.spec.sandbox:
+            pycache = Path(sandbox.BYTECODE_MOUNT)
             mounts = sandbox.Mounts(workspace=workspace.private, cwd=cwd, repo=self.spec.repo,
-                                    read_only=[Path(p) for p in policy.read_only], network=policy.network)
+                                    read_only=[Path(p) for p in policy.read_only], network=policy.network,
+                                    bytecode=bytecode.warm(self.spec.repo))
             command = sandbox.wrap(argv, mounts)
         declared = self.contract.workload.env  # the owner's command's K=V prefix
         env = trial_environment(home=workspace.home, declared=declared,
-                                runner={**interpreter_env(pycache=workspace.pycache),
+                                runner={**interpreter_env(pycache=pycache),
                                         **settings,
                                         **launcher_env(channel.path, steps=self.spec.total_steps,
                                                        warmup_steps=self.contract.workload.warmup_steps,

@@ -1,6 +1,6 @@
 """A job that changes its own sources while it runs (what a candidate could do past the static
 checks): rewrites the locked helpers.py, plants bytecode for a module it imports later, adds a
-module, or a symbolic link. It reports its steps like good.py; the trial must still fail."""
+module, a symbolic link, or writes into the shared bytecode prefix. It reports its steps like good.py; the trial must still fail."""
 
 import argparse
 import importlib.util
@@ -16,7 +16,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--max_iters", type=int, default=10)
 parser.add_argument("--batch_size", type=int, default=4)
 parser.add_argument("--block_size", type=int, default=8)
-parser.add_argument("--how", choices=["nothing", "locked", "pyc", "module", "symlink"], default="nothing")
+parser.add_argument("--how", choices=["nothing", "locked", "pyc", "module", "symlink", "prefix"], default="nothing")
 args = parser.parse_args()
 
 if args.how == "locked":
@@ -37,6 +37,15 @@ elif args.how == "module":
     Path("extra.py").write_text("X = 1\n")
 elif args.how == "symlink":
     os.symlink("/tmp", "cache")
+elif args.how == "prefix":
+    # Bytecode for an installed module planted where every later trial would look it up.
+    planted = Path(importlib.util.cache_from_source(importlib.util.find_spec("json").origin))
+    try:
+        planted.parent.mkdir(parents=True, exist_ok=True)
+        planted.write_bytes(b"planted")
+        print(f"prefix write accepted: {planted}")
+    except OSError as err:
+        print(f"prefix write refused: {err.strerror}")
 
 import late  # noqa: E402 (imported after the planting, on purpose)
 

@@ -1,0 +1,103 @@
+"""Bytecode shared by every sandboxed trial: compiled by InfraRSI, read-only to the trials.
+
+Every trial looks its modules' bytecode up under ``PYTHONPYCACHEPREFIX`` and never next to the
+sources, where a stale or planted ``.pyc`` could stand in for what was checked
+(``environment.interpreter_env``). An empty prefix per trial means compiling torch and the rest of
+the job's imports from source at every start, seconds per trial (docs/benchmarks.md). So sandboxed
+trials share one prefix per interpreter, mounted read-only in their sandbox (at
+``sandbox.BYTECODE_MOUNT``), and only InfraRSI's own
+warm-up writes it: a sandboxed process that imports the modules the launcher and the owner's
+repository import (read from their sources, never from a candidate's). A module a trial imports that the
+warm-up did not compile is compiled in memory, as before. Without the sandbox nothing would keep a
+trial from writing the shared prefix, so ``--no-sandbox`` trials keep an empty prefix each.
+"""
+
+from __future__ import annotations
+
+import ast
+import fcntl
+import functools
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from infrarsi.knobs.source import python_files
+from infrarsi.launcher import SITE_DIR
+from infrarsi.runner import sandbox
+from infrarsi.runner.environment import trial_environment
+
+WARM_TIMEOUT_S = 120
+"""A module that hangs at import costs the first trial this much once, then is skipped."""
+WARMED_FILE = "warmed.txt"
+"""In the cache: the module names a warm-up has already imported, one per line."""
+
+_WARM = """
+import importlib, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+"""
+
+
+def cache_dir() -> Path:
+    """This interpreter's shared prefix, under the user's cache folder (``XDG_CACHE_HOME``)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    interpreter = hashlib.sha256(os.path.realpath(sys.executable).encode()).hexdigest()[:12]
+    return base / "infrarsi" / "bytecode" / f"{sys.implementation.cache_tag}-{interpreter}"
+
+
+@functools.cache
+def imported_modules(repo: Path) -> frozenset[str]:
+    """The modules the sources under ``repo`` import (dotted names), less the repo's own: the
+    installed packages and standard modules its job will load."""
+    names: set[str] = set()
+    own: set[str] = set()
+    for rel in python_files(repo):
+        path = Path(rel)
+        own.add(path.parent.name if path.name == "__init__.py" else path.stem)
+        try:
+            tree = ast.parse((repo / rel).read_bytes())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+    return frozenset(n for n in names if n.split(".")[0] not in own and n not in sys.builtin_module_names)
+
+
+def warm(repo: Path) -> Path:
+    """The shared prefix, after importing into it whatever the launcher and ``repo`` import that no
+    earlier warm-up imported. Concurrent callers wait on one lock; a module that
+    fails to import is not tried again."""
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done_file = cache / WARMED_FILE
+        done = set(done_file.read_text().split()) if done_file.exists() else set()
+        missing = sorted((imported_modules(SITE_DIR) | imported_modules(repo)) - done)
+        if missing:
+            _import_into(cache, missing, repo)
+            done_file.write_text("".join(f"{name}\n" for name in sorted(done | set(missing))))
+    return cache
+
+
+def _import_into(cache: Path, modules: list[str], repo: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="infrarsi-warm-") as scratch:
+        argv = [sys.executable, "-X", f"pycache_prefix={sandbox.BYTECODE_MOUNT}", "-c", _WARM, *modules]
+        command = sandbox.wrap(argv, sandbox.Mounts(workspace=Path(scratch), cwd=Path(scratch), repo=repo,
+                                                    bytecode=cache, bytecode_writable=True))
+        env = trial_environment(home=Path(scratch))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # writing is the point here
+        try:
+            subprocess.run(command, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=WARM_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            pass

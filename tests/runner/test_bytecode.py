@@ -1,0 +1,59 @@
+"""The bytecode prefix sandboxed trials share: what the warm-up imports, that it runs once, and
+that a trial can read it but not write it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from infrarsi.contract import Knob
+from infrarsi.runner import bytecode, sandbox
+from infrarsi.runner.result import Candidate, TrialStatus
+from infrarsi.runner.trial import TrialSpec, run_trial
+
+pytestmark = pytest.mark.skipif(sandbox.bwrap_problem() is not None, reason="needs the bubblewrap sandbox")
+
+
+def test_imported_modules_are_the_installed_ones_the_sources_name(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "model.py").write_text("import torch.nn as nn\nfrom . import layers\n")
+    (tmp_path / "train.py").write_text(
+        "import json, os.path\nfrom torch.utils.data import DataLoader\nimport pkg.model\nimport helpers\n"
+        "def main():\n    import transformers\n")
+    (tmp_path / "helpers.py").write_text("import sys\n")
+    (tmp_path / "broken.py").write_text("def (\n")
+    assert bytecode.imported_modules(tmp_path) == {"torch.nn", "json", "os.path", "torch.utils.data", "transformers"}
+
+
+@pytest.mark.e2e
+def test_the_warm_up_compiles_once_into_the_prefix(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import json\nimport not_installed_anywhere\n")
+    cache = bytecode.warm(repo)
+    assert cache == bytecode.cache_dir() and str(tmp_path / "cache") in str(cache)
+    json_pyc = Path(str(cache) + os.path.dirname(__import__("json").__file__)) / f"__init__.{sys.implementation.cache_tag}.pyc"
+    torch_pyc = Path(str(cache) + os.path.dirname(__import__("torch").__file__)) / f"__init__.{sys.implementation.cache_tag}.pyc"
+    assert json_pyc.is_file() and torch_pyc.is_file()
+    warmed = (cache / bytecode.WARMED_FILE).read_text().split()
+    assert {"json", "not_installed_anywhere", "torch.utils.flop_counter"} <= set(warmed)
+    stamp = torch_pyc.stat().st_mtime_ns
+    assert bytecode.warm(repo) == cache and torch_pyc.stat().st_mtime_ns == stamp
+    assert (cache / bytecode.WARMED_FILE).read_text().split() == warmed
+
+
+@pytest.mark.e2e
+def test_a_trial_reads_the_shared_prefix_and_cannot_write_it(make_repo):
+    repo, contract = make_repo("tampers.py")
+    (repo / "late.py").write_text('VALUE = "source"\n')
+    contract.knobs.append(Knob(name="how", role="unknown", type="str", default="nothing", flag="--how"))
+    result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs={"how": "prefix"})))
+    assert result.status is TrialStatus.OK, result.detail
+    log = Path(result.log_path).read_text()
+    assert "prefix write refused: Read-only file system" in log, log
+    assert f"pycache prefix {sandbox.BYTECODE_MOUNT};" in log and "writes bytecode: False" in log, log
