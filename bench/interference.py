@@ -1,6 +1,7 @@
 """The README's main job (`optimize` on the dense fixture) on a quiet and on a busy machine (issue 20).
 
     .venv/bin/python -m bench.interference [--trials 4] [--repeats 2] [--rounds 1] [--wait 60] [--small]
+                                           [--ways quiet,halfway,throughout] [--max-minutes M]
 
 Three ways, interleaved in one session (round after round): ``quiet`` (no hog of ours), ``halfway``
 (a one-core busy loop pinned to one of the job's cores, started when the search's middle trial
@@ -12,7 +13,9 @@ the wall time, the time it reported waiting for quiet, the promoted candidate wi
 the disturbed trials and reruns, and `/proc/loadavg` before and after; then whether the goal held:
 the same promotion decision as the quiet run (the same candidate, or one inside the quiet run's
 interval) and a cost of at most 1.5x the quiet run's wall time plus the reported waiting.
-Other people's processes are not ours to stop: the load columns say what else ran.
+Other people's processes are not ours to stop: the load columns say what else ran. With
+``--max-minutes`` an optimize still running after that long gets Ctrl-C (it keeps its trials and
+reports itself interrupted), so a way that would run for hours says so in bounded time.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,8 +102,7 @@ def one(way: str, args, where: Path) -> dict:
     if way == "halfway":
         watcher.start()
     try:
-        out = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "INFRARSI_BANK_URL":
-                                                                          f"sqlite:///{where / 'bank.db'}"})
+        out = run_bounded(command, args.max_minutes, env={**os.environ, "INFRARSI_BANK_URL": f"sqlite:///{where / 'bank.db'}"})
     finally:
         done.set()
         hog_s = time.monotonic() - hog.started_at if hog.started_at else 0.0
@@ -130,8 +133,20 @@ def one(way: str, args, where: Path) -> dict:
         "trials": len(run.get("trials", [])), "disturbed": disturbance.get("trials", 0),
         "disturbed_s": disturbance.get("seconds", 0.0), "reruns": len(disturbance.get("reruns", [])),
         "unresolved": len(disturbance.get("unresolved", [])),
+        "message": (run.get("message") or data.get("message") or "")[:300],
     })
     return row
+
+
+def run_bounded(command: list[str], max_minutes: float | None, env: dict) -> subprocess.CompletedProcess:
+    """``command`` to its end, or Ctrl-C'd (SIGINT, as a person would) after ``max_minutes``."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        try:
+            out, err = proc.communicate(timeout=max_minutes * 60 if max_minutes else None)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate()
+        return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def same_decision(row: dict, quiet: dict) -> bool:
@@ -158,10 +173,15 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=60.0, help="--wait-for-quiet SECONDS for every optimize")
     parser.add_argument("--small", action="store_true", help="the fixture at the tests' small sizes (SMALL)")
     parser.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"which ways, in order (of {', '.join(WAYS)})")
+    parser.add_argument("--max-minutes", type=float, help="Ctrl-C an optimize still running after this long")
     args = parser.parse_args()
+    ways = args.ways.split(",")
+    if unknown := [w for w in ways if w not in WAYS]:
+        parser.error(f"unknown way {unknown[0]!r}; choose from {', '.join(WAYS)}")
     rows = []
     for r in range(args.rounds):
-        for way in WAYS:
+        for way in ways:
             with tempfile.TemporaryDirectory(prefix=f"infrarsi-bench-{way}-") as tmp:
                 row = one(way, args, Path(tmp))
             row["round"] = r
@@ -170,14 +190,14 @@ def main() -> int:
             if args.out:
                 args.out.write_text(json.dumps(rows, indent=2))
     print()
-    print("| round | way | wall s | waited s | hog s | trials | disturbed (s) | reruns | still disturbed | promoted "
+    print("| round | way | wall s | waited s | hog s | trials | disturbed (s) | reruns | still disturbed | status | promoted "
           "| 95% CI | doctor idle cores (busy) | load before -> after | same decision | cost <= 1.5x quiet + wait |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in range(args.rounds):
         quiet = next((x for x in rows if x["round"] == r and x["way"] == "quiet"), None)
         for row in [x for x in rows if x["round"] == r]:
             if "error" in row:
-                print(f"| {r} | {row['way']} | {row['wall_s']:.0f} | - | - | - | - | - | - | error: "
+                print(f"| {r} | {row['way']} | {row['wall_s']:.0f} | - | - | - | - | - | - | - | error: "
                       f"{row['error'][-120:]!r} | | | {row['load_before']} -> {row['load_after']} | | |")
                 continue
             ci = f"{row['interval'][1]:.2f}-{row['interval'][2]:.2f}" if row["interval"] else "-"
@@ -187,6 +207,7 @@ def main() -> int:
                 cost = "yes" if row["wall_s"] <= 1.5 * quiet["wall_s"] + row["waited_s"] else "no"
             print(f"| {r} | {row['way']} | {row['wall_s']:.0f} | {row['waited_s']:.0f} | {row['hog_s']:.0f} | "
                   f"{row['trials']} | {row['disturbed']} ({row['disturbed_s']:.0f}) | {row['reruns']} | {row['unresolved']} | "
+                  f"{row['status']} | "
                   f"{describe(row['promoted'], row['defaults'])} | {ci} | {row['doctor_idle_cores']} ({row['doctor_busy']}) | "
                   f"{row['load_before']} -> {row['load_after']} | {same} | {cost} |")
     print()

@@ -34,10 +34,11 @@ def words(disturbance: dict[str, Any]) -> list[str]:
         out.append("no trial disturbed by other processes beyond doctor's normal background")
     for again in disturbance.get("renormalized", []):
         now = again["background"]
+        then = ("so the run stopped there without promoting (the rest would have measured another machine)"
+                if again.get("stopped") else f"and later trials were judged against that ({now['limit_cores']:.2f} cores)")
         out.append(f"trial {again['after_trial']} stayed disturbed after a rerun: the machine's normal was measured again "
                    f"(trial {again['trial']}, a baseline run): other processes now use {now['normal_cores']:.2f} of "
-                   f"{now['cores']} cores, the baseline runs {again['slowdown']:.2f}x slower, and later trials were judged "
-                   f"against that ({now['limit_cores']:.2f} cores)")
+                   f"{now['cores']} cores, the baseline runs {again['slowdown']:.2f}x slower, {then}")
     if disturbance.get("waited_s"):
         out.append(f"waited {disturbance['waited_s']:.0f} s for the machine to be quiet")
     return out

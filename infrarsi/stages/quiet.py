@@ -22,6 +22,14 @@ MAX_RERUNS = 2
 again when the disturbance stayed (stages/run.py). After them the disturbed result stands (it
 teaches the models nothing)."""
 RERUN_PREFIX = "rerun of trial "
+NORMAL = "normal"
+"""The kind of a baseline trial that measures the machine's normal again (stages/run.py
+``_Session._renormalize``): no search trial, not the baseline a round compares with, and never
+rerun (it is a measure of the machine, not of a candidate)."""
+MAX_SLOWDOWN = 1.5
+"""A new normal under which the baseline runs more than this much slower than it did first ends
+the run (stages/run.py ``_Session._renormalize``): every trial would then cost that much more, and
+what it measured would be compared with trials from a different machine."""
 
 
 @dataclass(slots=True)
@@ -81,4 +89,5 @@ def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[s
     return {"trials": len(disturbed), "of_trials": len(rows), "seconds": seconds,
             "share": seconds / spent_s if spent_s else 0.0, "reruns": reruns, "waited_s": waited_s,
             "background": background, "max_reruns": MAX_RERUNS, "renormalized": renormalized,
-            "unresolved": [r.number for r in disturbed if not any(x["of"] == r.number for x in reruns)]}
+            "unresolved": [r.number for r in disturbed
+                           if r.kind != NORMAL and not any(x["of"] == r.number for x in reruns)]}

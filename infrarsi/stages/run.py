@@ -38,9 +38,6 @@ ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
 VERIFY_TOP = 2
 VERIFY_ROUNDS = Rounds(least=3, most=6)
-NORMAL = "normal"
-"""The kind of a baseline trial that measures the machine's normal again (``_Session._renormalize``):
-no search trial, and not the baseline a round compares with."""
 
 
 class _Session:
@@ -117,31 +114,40 @@ class _Session:
 
     def _renormalize(self, disturbed: int) -> None:
         """A disturbance that outlasted a rerun (another job that stays) is the machine's new normal:
-        measured again as doctor measures it, an idle sample and a baseline trial judged by nothing,
-        and the rest of the run is judged against it. Nothing changes when the machine is quiet again."""
+        measured again as doctor measures it, an idle sample and a baseline trial, and the rest of
+        the run is judged against it; unless the baseline now runs more than ``quiet.MAX_SLOWDOWN``
+        slower than at first, which ends the run (``MachineChanged``). That baseline trial is judged
+        against the normal it replaces: a slowed one is recorded disturbed and teaches the models
+        nothing. Nothing changes when the machine is quiet again."""
         cores = job_cores()
         idle = idle_load(cores=cores)
         if idle <= self.background.limit_cores or self.baseline is None:
             return
         self.on_event(Event("run", "log", f"trial {disturbed} stayed disturbed: other processes use {idle:.2f} of the "
                                           f"job's {len(cores)} cores; measuring the machine's new normal with a baseline trial"))
-        base = self._execute_once(self.baseline, NORMAL, abort_step_time=None, judged=False,
+        base = self._execute_once(self.baseline, quiet.NORMAL, abort_step_time=None,
                                   reason=f"the machine's normal measured again (trial {disturbed} stayed disturbed)")
-        if base is None or not base.ok:
+        if base is None or base.status not in (TrialStatus.OK, TrialStatus.DISTURBED) or not base.step_time:
             return
         self.background = measured_background([base.interference], idle)
-        if self.baseline_step_s and base.step_time:
+        if self.baseline_step_s:
             self.slowdown = max(1.0, base.step_time / self.baseline_step_s)
         self.quiet.limit_cores = self.background.limit_cores
-        self.renormalized.append({"after_trial": disturbed, "trial": self.last_number,
+        stopped = self.slowdown > quiet.MAX_SLOWDOWN
+        self.renormalized.append({"after_trial": disturbed, "trial": self.last_number, "stopped": stopped,
                                   "background": self.background.to_dict(), "slowdown": round(self.slowdown, 3)})
+        if stopped:
+            raise MachineChanged(
+                f"the machine stayed busy from trial {disturbed} on: other processes use "
+                f"{self.background.normal_cores:.2f} of the job's {len(cores)} cores and the baseline runs "
+                f"{self.slowdown:.1f}x slower than at the start (trial {self.last_number}; at most "
+                f"{quiet.MAX_SLOWDOWN}x is measured on)")
         self.on_event(Event("run", "log", f"the machine's normal is now {self.background.normal_cores:.2f} cores of "
                                           f"other processes (a trial above {self.background.limit_cores:.2f} is disturbed)"))
 
     def _execute_once(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None,
-                      reason: str, exclusive: tuple[str, ...] = (), judged: bool = True) -> TrialResult | None:
-        """One trial, recorded; ``judged=False``: its interference is recorded, never judged (a
-        measurement of the machine's normal)."""
+                      reason: str, exclusive: tuple[str, ...] = ()) -> TrialResult | None:
+        """One trial, recorded."""
         trial = self.store.begin(candidate, kind)
         if exclusive and candidate is not None:
             earlier = self.store.earlier_duplicate(trial, exclusive)
@@ -159,7 +165,7 @@ class _Session:
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
             reference_checksum=self.reference_checksum,
-            background=self.background if judged else None,
+            background=self.background,
         )
         self.last_number = trial.number
         began = time.monotonic()
@@ -330,6 +336,11 @@ def run(
     except _Stop as stop:
         result.status = RunStatus.ERROR
         result.message = str(stop)
+    except MachineChanged as changed:
+        result.status = RunStatus.NO_PROMOTION
+        result.search_ended = result.search_ended or str(changed)
+        result.message = (f"stopped without promoting: {changed}. Every trial is kept in the study: run again when "
+                          f"the machine is quiet (--wait-for-quiet SECONDS waits for it)")
     except KeyboardInterrupt:
         result.status = RunStatus.INTERRUPTED
         result.message = "interrupted: every finished trial is kept in the study; run again to continue"
@@ -388,6 +399,11 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
 
 class _Stop(Exception):
     """The search cannot go on (the baseline fails); reported as the run's status, not raised to the user."""
+
+
+class MachineChanged(Exception):
+    """Other work took the machine for good, far beyond the normal the run began with: the run ends
+    without promoting (what it measured stands in the study); reported, not raised to the user."""
 
 
 def _conclude(session: _Session, context, result: RunResult) -> None:

@@ -5,7 +5,9 @@ steps spent on the CPU, so a hog slows it): right after its baseline trial, a CP
 pinned to each core the job may use) starts; it is stopped when the run reports the next trial
 disturbed. That trial must be recorded ``disturbed`` (its cost counted), rerun without the hog and
 then ``ok``, never told to Optuna or the time model as slow, and the experience bank must hold
-nothing of it.
+nothing of it. Two more runs keep the hog to the end: the run measures the machine's normal again
+and, told that any slowdown is too much, stops without promoting; told to measure on, it judges the
+rest against the new normal.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from infrarsi.runner.result import TrialStatus
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
 from infrarsi.report.disturbance import words as disturbance_words
+from infrarsi.stages import quiet
 from infrarsi.stages.run import run
 from infrarsi.study import TrialStore, default_storage_url
 from tests.stages.conftest import measured_copy
@@ -58,18 +61,32 @@ def hogged_run(tmp_path_factory):
     return repo, url, result
 
 
-@pytest.fixture(scope="module")
-def lasting_hog_run(tmp_path_factory):
-    """The same run with a hog that starts after the baseline and stays to the end."""
-    repo = measured_copy(SPINNING, tmp_path_factory.mktemp("lasting") / "spinning")
+def run_with_lasting_hog(root: Path, max_slowdown: float):
+    """A run of two search trials with a hog that starts after the baseline and stays to the end,
+    measured on up to ``max_slowdown`` (``quiet.MAX_SLOWDOWN``)."""
+    repo = measured_copy(SPINNING, root / "spinning")
     hogs = CpuHogs(job_cores(), per_core=2)
 
     def control(event: Event) -> None:
         if event.stage == "run" and event.kind == "report" and event.data["kind"] == "baseline" and not hogs.running:
             hogs.start()
 
-    with hogs:
+    with hogs, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(quiet, "MAX_SLOWDOWN", max_slowdown)
         return run(repo, trials=2, verify=False, on_event=control)
+
+
+@pytest.fixture(scope="module")
+def lasting_hog_run(tmp_path_factory):
+    """Any slowdown ends the run. (How much this hog slows the paced job depends on how the kernel
+    shares the cores with it, 1.2-1.6x here: the test holds the rule, not the limit.)"""
+    return run_with_lasting_hog(tmp_path_factory.mktemp("lasting"), 1.0)
+
+
+@pytest.fixture(scope="module")
+def tolerated_hog_run(tmp_path_factory):
+    """The run measures on under the hog."""
+    return run_with_lasting_hog(tmp_path_factory.mktemp("tolerated"), 100.0)
 
 
 def events_disturbed(events: list[Event]) -> bool:
@@ -131,7 +148,7 @@ def test_the_bank_holds_no_disturbed_finding(hogged_run):
     history = store.history()
     space = SearchSpace.from_contract(contract, [])
     counted = dict(zip(space.setting_keys, time_data(space, history).indicator.sum(axis=0).tolist()))
-    # Had the disturbed trial been taken as a measurement, its settings would count one more.
+    # Had the disturbed trials been taken as measurements, their settings would count more.
     as_if = [dataclasses.replace(t, status=TrialStatus.OK) if t.status is TrialStatus.DISTURBED else t
              for t in history]
     would = dict(zip(space.setting_keys, time_data(space, as_if).indicator.sum(axis=0).tolist()))
@@ -140,23 +157,41 @@ def test_the_bank_holds_no_disturbed_finding(hogged_run):
     assert len(runs) == 1 and runs[0].effects
     for effect in runs[0].effects:
         assert effect.n == counted[effect.key], (effect, counted)
-    assert any(would[e.key] == e.n + 1 for e in runs[0].effects), (would, counted)
+    assert any(would[e.key] > e.n for e in runs[0].effects), (would, counted)
     assert all(verdict != "disturbed" for _, verdict in runs[0].verdicts)
 
 
-def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(lasting_hog_run):
-    result = lasting_hog_run
+def remeasured_normal(result) -> tuple[list, object, dict, object]:
+    """The trial first disturbed, its rerun (disturbed too), the re-measure and its trial row."""
     rows = [(r.number, r.kind, r.status, r.reason) for r in result.trials]
     first = next(r for r in result.trials if r.status == "disturbed")
-    # Rerun once as it was (still disturbed), then the normal is measured again with a baseline trial
-    # judged by nothing, and the rerun after it is judged against that normal.
     [rerun] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {first.number} ")]
     [again] = result.disturbance["renormalized"]
     assert rerun.status == "disturbed" and again["after_trial"] == rerun.number, rows
     assert again["background"]["normal_cores"] > 0.5 and again["background"]["limit_cores"] > 0.8
-    assert again["slowdown"] > 1.0
     remeasured = next(r for r in result.trials if r.number == again["trial"])
-    assert remeasured.kind == "normal" and remeasured.status == "ok", rows
+    # The baseline under the new normal, judged against the old one: disturbed, no measurement.
+    assert remeasured.kind == quiet.NORMAL and remeasured.status == "disturbed", rows
+    return rows, rerun, again, remeasured
+
+
+def test_a_disturbance_that_stays_far_slower_ends_the_run_without_promoting(lasting_hog_run):
+    result = lasting_hog_run
+    rows, rerun, again, remeasured = remeasured_normal(result)
+    assert again["stopped"] and again["slowdown"] > 1.0
+    assert result.status == "no_promotion" and "stopped without promoting" in result.message, result.message
+    assert "stayed busy from trial" in result.search_ended and result.promoted is None
+    # Nothing ran after the re-measure; the rerun that stayed disturbed is said to be unresolved.
+    assert max(r.number for r in result.trials) == remeasured.number, rows
+    assert result.disturbance["unresolved"] == [rerun.number]
+    assert any("the run stopped there" in line for line in disturbance_words(result.disturbance))
+
+
+def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(tolerated_hog_run):
+    result = tolerated_hog_run
+    rows, rerun, again, remeasured = remeasured_normal(result)
+    assert not again["stopped"] and again["slowdown"] > 1.0
+    first = next(r for r in result.trials if r.status == "disturbed")
     [last] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {rerun.number} ")]
     assert last.number > remeasured.number and last.status == "ok" and last.candidate == first.candidate, rows
     assert result.disturbance["unresolved"] == [] and any("measured again" in line for line in disturbance_words(result.disturbance))
