@@ -45,9 +45,12 @@ for name in sys.argv[1:]:
 
 
 def cache_dir() -> Path:
-    """This interpreter's shared prefix, under the user's cache folder (``XDG_CACHE_HOME``)."""
+    """This environment's shared prefix, under the user's cache folder (``XDG_CACHE_HOME``): one per
+    interpreter and ``sys.prefix``, since virtual environments of one interpreter hold different
+    packages and the warm-up's record of what it imported is per prefix."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    interpreter = hashlib.sha256(os.path.realpath(sys.executable).encode()).hexdigest()[:12]
+    key = f"{os.path.realpath(sys.executable)}\0{os.path.realpath(sys.prefix)}"
+    interpreter = hashlib.sha256(key.encode()).hexdigest()[:12]
     return base / "infrarsi" / "bytecode" / f"{sys.implementation.cache_tag}-{interpreter}"
 
 

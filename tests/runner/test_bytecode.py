@@ -29,6 +29,14 @@ def test_imported_modules_are_the_installed_ones_the_sources_name(tmp_path):
     assert bytecode.imported_modules(tmp_path) == {"torch.nn", "json", "os.path", "torch.utils.data", "transformers"}
 
 
+def test_each_virtual_environment_of_one_interpreter_has_its_own_prefix(tmp_path, monkeypatch):
+    # Venvs share their interpreter's binary; their packages (and what was warmed) differ.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    mine = bytecode.cache_dir()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
+    assert bytecode.cache_dir() != mine and bytecode.cache_dir().parent == mine.parent
+
+
 @pytest.mark.e2e
 def test_the_warm_up_compiles_once_into_the_prefix(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
