@@ -55,6 +55,8 @@ class RunReport:
     model_facts: dict[str, int] = field(default_factory=dict)
     exit_peak_bytes: int | None = None
     """Largest rank's peak from the launcher's exit record (absent when the run was killed)."""
+    exit_rank_peaks: dict[int, int] = field(default_factory=dict)
+    """Each rank's peak from its exit record: its own high-water mark, which a watchdog sample can miss."""
     exit_device: str = ""
     first_step_at: float | None = None
     """time.monotonic() when step 0 arrived."""
@@ -116,7 +118,11 @@ class StepFeed:
         streams = self._stepping()
         exits = [s.exit for s in streams if s.exit]
         if exits:
-            report.exit_peak_bytes = max(int(e.get("peak_bytes") or 0) for e in exits)
+            for stream in streams:
+                if stream.exit:
+                    peak = int(stream.exit.get("peak_bytes") or 0)
+                    report.exit_rank_peaks[stream.rank] = max(report.exit_rank_peaks.get(stream.rank, 0), peak)
+            report.exit_peak_bytes = max(report.exit_rank_peaks.values())
             report.exit_device = str(exits[0].get("device", ""))
             first = streams[0].exit
             if first.get("param_sum") is not None:

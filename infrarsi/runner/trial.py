@@ -375,8 +375,12 @@ class _Trial:
             # RSS is not it (the memory model would read it as device memory).
             r.peak_bytes = None
         else:
-            r.peak_bytes = max(watchdog.peak_bytes, report.exit_peak_bytes or 0) or None
-            r.rank_peak_bytes = [watchdog.rank_peaks[k] for k in sorted(watchdog.rank_peaks)]
+            # Each rank at the higher of the watchdog's samples and its own exit high-water mark (a
+            # trial is one node: a record's global rank is the watchdog's local one).
+            ranks = watchdog.rank_peaks.keys() | report.exit_rank_peaks.keys()
+            peaks = [max(watchdog.rank_peaks.get(k, 0), report.exit_rank_peaks.get(k, 0)) for k in sorted(ranks)]
+            r.peak_bytes = max(peaks, default=0) or None
+            r.rank_peak_bytes = peaks
         r.startup_s = report.startup_s
 
     def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
