@@ -4,11 +4,11 @@ Every trial looks its modules' bytecode up under ``PYTHONPYCACHEPREFIX`` and nev
 sources, where a stale or planted ``.pyc`` could stand in for what was checked
 (``environment.interpreter_env``). An empty prefix per trial means compiling torch and the rest of
 the job's imports from source at every start, seconds per trial (docs/benchmarks.md). So sandboxed
-trials share one prefix per interpreter, mounted read-only in their sandbox (at
-``sandbox.BYTECODE_MOUNT``), and only InfraRSI's own
-warm-up writes it: a sandboxed process that imports the modules the launcher and the owner's
-repository import (read from their sources, never from a candidate's). A module a trial imports that the
-warm-up did not compile is compiled in memory, as before. Without the sandbox nothing would keep a
+trials share one prefix per environment (``cache_dir``), mounted read-only in their sandbox (at
+``sandbox.BYTECODE_MOUNT``), and only InfraRSI's own warm-up writes it: a sandboxed process that
+imports the modules the launcher and the owner's repository import (read from their sources, never
+from a candidate's). A module a trial imports that the warm-up did not compile is compiled in
+memory, as before. Without the sandbox nothing would keep a
 trial from writing the shared prefix, so ``--no-sandbox`` trials keep an empty prefix each.
 """
 

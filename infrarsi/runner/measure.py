@@ -116,14 +116,13 @@ class StepFeed:
         report.model_facts = {k: int(v) for k, v in self._model.items()
                               if k not in ("kind", "rank", "pid", "t") and isinstance(v, (int, float))}
         streams = self._stepping()
-        exits = [s.exit for s in streams if s.exit]
-        if exits:
-            for stream in streams:
-                if stream.exit:
-                    peak = int(stream.exit.get("peak_bytes") or 0)
-                    report.exit_rank_peaks[stream.rank] = max(report.exit_rank_peaks.get(stream.rank, 0), peak)
+        exited = [s for s in streams if s.exit]
+        for stream in exited:
+            peak = int(stream.exit.get("peak_bytes") or 0)
+            report.exit_rank_peaks[stream.rank] = max(report.exit_rank_peaks.get(stream.rank, 0), peak)
+        if exited:
             report.exit_peak_bytes = max(report.exit_rank_peaks.values())
-            report.exit_device = str(exits[0].get("device", ""))
+            report.exit_device = str(exited[0].exit.get("device", ""))
             first = streams[0].exit
             if first.get("param_sum") is not None:
                 report.param_checksum = [float(first["param_sum"]), float(first["param_sq_sum"])]
