@@ -37,6 +37,7 @@ from rich.table import Table
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.launcher.channel import RecordChannel
+from infrarsi.launcher.control import StepControl
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -124,8 +125,9 @@ def hook_cpu(tmp: Path, steps: int, hooked: bool, fifo: Path) -> float:
     env = {k: v for k, v in os.environ.items() if k not in (ENV_FILE, ENV_RECORDS)}
     channel = None
     if hooked:
-        channel = RecordChannel(fifo)
-        env.update(launcher_env(fifo, steps=0, warmup_steps=0, pythonpath=env.get("PYTHONPATH")))
+        control = StepControl(fifo.parent, steps + 1)  # the loop ends by itself
+        channel = RecordChannel(fifo, answer=control.answer)
+        env.update(launcher_env(fifo, warmup_steps=0, pythonpath=env.get("PYTHONPATH")))
     try:
         out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": "1"}, cwd=tmp,
                              capture_output=True, text=True, check=True)

@@ -1,10 +1,31 @@
-"""Re-verification: candidates rerun against the baseline in interleaved order, then judged.
+"""Re-verification: candidates rerun against the baseline in interleaved order, then judged on whole processes.
+
+The number that decides comes from InfraRSI's clock over whole trial processes, launch to exit,
+never from what the job reports: the launcher lives in the job's process, so anything it sends can
+be rewritten by the candidate's code. In every round each arm (the baseline and every candidate)
+runs twice, at the contract's length and at a short one (:class:`Lengths`). Per step is the
+difference of the two lengths' times over the difference of their steps; the job at the owner's
+real length (the contract's planned steps) is the short run's time plus the remaining steps at that
+pace (:func:`whole_process`). A job that does its work early, late, in a burst or before it is
+watched pays for it in these times; one that does less work fails the parameter checksum, which
+InfraRSI computes itself from the parameters each process leaves behind. The job cannot tailor its
+work to its length: it never knows it (infrarsi/launcher/control.py).
+
+The per-step figure is the largest of three readings, each a bound a different forgery cannot
+lower: the difference of the exits; the difference of the stops (when InfraRSI told the job to
+stop, after its step records: time spent at exit only in the short run lowers the first, not this
+one; work deferred past the stop raises the first); and, for a candidate that declares no one-off
+start-up cost, its whole long run less the baseline's start-up, over its steps (work moved before
+the first step shortens both differences, but not this one). For an honest candidate the three
+agree within noise.
 
 A candidate is promoted only if the lower bound of its job-time speedup clears the promotion floor
-(``infrarsi.noise.PROMOTION_FLOOR``), every one of its reruns kept the loss invariant, and its
-start-up did not grow past the baseline's in the same rounds by more than noise and the one-off
-cost it declares (``runner.accounting.startup_problem``: the measured steps' work moved before the
-first step would otherwise look free).
+(``infrarsi.noise.PROMOTION_FLOOR``), every one of its reruns kept the loss invariant, its start-up
+did not grow past the baseline's in the same rounds by more than noise and the one-off cost it
+declares (``runner.accounting.startup_problem``), and its step records tell the same story as its
+wall time: a record-based per-step speed-up outside the whole-process interval (widened by the
+floor) is a contract breach (:data:`RECORDS_DISAGREE`), whatever either figure says.
+
 Interleaving (baseline, A, B, baseline, A, B …) spreads slow drifts of the machine over all arms
 instead of one. A rerun that other processes disturbed (runner/interference.py) is repeated by the
 caller (stages/quiet.py) rather than widening the interval; one still disturbed after its reruns
@@ -21,25 +42,92 @@ confidence, and that is the "95% CI" the report prints.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from infrarsi.contract import Workload
 from infrarsi.noise import SpeedupInterval, speedup_interval
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 
-RunOne = Callable[[Candidate, int], TrialResult]
-"""Runs one candidate once (the int is the round); the caller records it wherever it keeps trials."""
+RunOne = Callable[[Candidate, int, int], TrialResult]
+"""Runs one candidate once for a number of steps (the first int is the round); the caller records
+it wherever it keeps trials."""
 DeclaredStartup = Callable[[Candidate], "float | None"]
 """The one-off start-up seconds a candidate declares (compilation); None: any start-up is its own."""
+RECORDS_DISAGREE = "the job's step records disagree with its wall time"
+MIN_STEP_S = 1e-6
+"""A per-step difference at or below zero is noise larger than the steps: floored here, it gives
+an interval too wide to promote anything."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lengths:
+    """The two step counts of a verification round, and the owner's real length."""
+
+    short: int
+    long: int
+    planned: int
+
+    @classmethod
+    def of(cls, workload: Workload) -> Lengths:
+        """The contract's length, and its warm-up (at least one step) as the short one: the steps
+        that carry one-off work (allocation, the counted FLOPs) are in both."""
+        short = max(1, workload.warmup_steps)
+        return cls(short=short, long=max(workload.total_steps, short + 1), planned=workload.planned_steps)
+
+
+@dataclass(frozen=True, slots=True)
+class WholeProcess:
+    """One arm's round, from the two runs' whole-process times."""
+
+    step_s: float
+    startup_s: float
+    """Launch to the first step, the exit included: the short run less its steps."""
+    job_s: float
+    """Projected time of the owner's job: the short run, then the rest of the planned steps."""
+
+
+def whole_process(short: TrialResult, long: TrialResult, lengths: Lengths,
+                  startup_s: float | None = None) -> WholeProcess | None:
+    """None when either run lacks its whole-process times (it did not stop when told).
+    ``startup_s``: the start-up the arm may have (the baseline's, plus what it declares); None: any."""
+    times = (short.process_s, long.process_s, short.stopped_s, long.stopped_s)
+    if any(t is None for t in times):
+        return None
+    steps = lengths.long - lengths.short
+    by_exit = (long.process_s - short.process_s) / steps
+    by_stop = (long.stopped_s - short.stopped_s) / steps
+    beyond_startup = (long.process_s - startup_s) / lengths.long if startup_s is not None else 0.0
+    step = max(by_exit, by_stop, beyond_startup, MIN_STEP_S)
+    return WholeProcess(step_s=step, startup_s=short.process_s - lengths.short * step,
+                        job_s=short.process_s + (lengths.planned - lengths.short) * step)
 
 
 def job_seconds(result: TrialResult, planned_steps: int) -> float | None:
-    """Projected job time: start-up once, then the planned steps at the measured step time."""
+    """A search trial's job time from its step records: start-up once, then the planned steps at
+    the median measured step time (the search's cheap signal; never what promotes)."""
     if result.step_time is None:
         return None
     return (result.startup_s or 0.0) + planned_steps * result.step_time
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One arm's two runs of a round."""
+
+    short: TrialResult
+    long: TrialResult
+
+    @property
+    def runs(self) -> tuple[TrialResult, TrialResult]:
+        return self.short, self.long
+
+    @property
+    def ok(self) -> bool:
+        return self.short.ok and self.long.ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,33 +174,41 @@ def per_look(confidence: float, looks: int) -> float:
     return 1 - (1 - confidence) / looks
 
 
-def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
-               planned_steps: int, floor: float, compare_steps: int,
-               declared_startup: DeclaredStartup = lambda _: 0.0) -> tuple[list[Verdict], list[TrialResult]]:
-    """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and baseline runs.
+def run_pairs(arms: list[Candidate], run_one: RunOne, r: int, lengths: Lengths) -> list[Pair]:
+    """One round: every arm at the long length, then every arm at the short one."""
+    long = [run_one(arm, r, lengths.long) for arm in arms]
+    short = [run_one(arm, r, lengths.short) for arm in arms]
+    return [Pair(short=s, long=lo) for s, lo in zip(short, long)]
 
-    A candidate leaves the rotation once it is promoted, has failed a rerun, cannot clear the floor
-    (its upper bound is below it), or is slower than a candidate already promoted.
+
+def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
+               lengths: Lengths, floor: float, compare_steps: int,
+               declared_startup: DeclaredStartup = lambda _: 0.0) -> tuple[list[Verdict], list[Pair]]:
+    """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and the
+    baseline's pairs.
+
+    A candidate leaves the rotation once it is promoted, has failed a rerun, breached the contract,
+    cannot clear the floor (its upper bound is below it), or is slower than one already promoted.
     """
     arms = list({c.key(): c for c in candidates if c.key() != baseline.key()}.values())
-    base_runs: list[TrialResult] = []
-    runs: dict[str, list[TrialResult]] = {c.key(): [] for c in arms}
+    base_pairs: list[Pair] = []
+    pairs: dict[str, list[Pair]] = {c.key(): [] for c in arms}
     verdicts: dict[str, Verdict] = {}
     active = list(arms)
 
     def run_round(r: int) -> None:
-        base_runs.append(run_one(baseline, r))
-        for arm in active:
-            runs[arm.key()].append(run_one(arm, r))
+        base, *rest = run_pairs([baseline, *active], run_one, r, lengths)
+        base_pairs.append(base)
+        for arm, pair in zip(active, rest):
+            pairs[arm.key()].append(pair)
 
     def decided(done: int) -> bool:
         # Before `least` rounds only a failed rerun settles a candidate; speed is judged after.
-        judged = active if done >= rounds.least else [a for a in active if _failed(runs[a.key()][-1])]
+        judged = active if done >= rounds.least else [a for a in active if any(map(_failed, pairs[a.key()][-1].runs))]
         for arm in judged:
-            verdicts[arm.key()] = judge(arm, base_runs, runs[arm.key()], planned_steps=planned_steps,
-                                        floor=floor, compare_steps=compare_steps,
-                                        confidence=rounds.confidence, looks=rounds.looks * len(arms),
-                                        declared_startup_s=declared_startup(arm))
+            verdicts[arm.key()] = judge(arm, base_pairs, pairs[arm.key()], lengths=lengths, floor=floor,
+                                        compare_steps=compare_steps, confidence=rounds.confidence,
+                                        looks=rounds.looks * len(arms), declared_startup_s=declared_startup(arm))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
@@ -121,7 +217,7 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
         return not active
 
     rounds.run(run_round, decided)
-    return [verdicts[c.key()] for c in arms], base_runs
+    return [verdicts[c.key()] for c in arms], base_pairs
 
 
 def _failed(run: TrialResult) -> bool:
@@ -131,7 +227,8 @@ def _failed(run: TrialResult) -> bool:
 
 
 def _undecided(verdict: Verdict, floor: float, best: Verdict | None) -> bool:
-    if verdict.promoted or any(s not in ("ok", "disturbed") for s in verdict.statuses) or verdict.job_speedup is None:
+    if (verdict.promoted or verdict.contract or any(s not in ("ok", "disturbed") for s in verdict.statuses)
+            or verdict.job_speedup is None):
         return False
     point, _, high = verdict.job_speedup
     if high <= floor:
@@ -145,12 +242,38 @@ def _interval(base: list[float], cand: list[float], confidence: float) -> Speedu
     return speedup_interval(base, cand, confidence)
 
 
+def _measured(pairs: list[Pair], lengths: Lengths, startup_s: float | None = None) -> list[tuple[Pair, WholeProcess]]:
+    """The rounds both of whose runs ended ok with their whole-process times."""
+    out = []
+    for pair in pairs:
+        measured = whole_process(pair.short, pair.long, lengths, startup_s) if pair.ok else None
+        if measured is not None:
+            out.append((pair, measured))
+    return out
+
+
+def _record_steps(measured: list[tuple[Pair, WholeProcess]]) -> list[float]:
+    """Each long run's mean measured step by its records: the steps between the short length and
+    the long one, the same window as the whole-process difference (a periodic step included)."""
+    return [statistics.fmean(p.long.step_times) for p, _ in measured if p.long.step_times]
+
+
+def records_disagree(records: SpeedupInterval | None, whole: SpeedupInterval | None, floor: float) -> str:
+    """Why the step records' per-step speed-up cannot be the whole processes' (empty when it can)."""
+    if records is None or whole is None:
+        return ""
+    if whole.low / floor <= records.point <= whole.high * floor:
+        return ""
+    return (f"{RECORDS_DISAGREE}: its step records say {records.point:.3f}x per step, its whole processes "
+            f"{whole.point:.3f}x [{whole.low:.3f}, {whole.high:.3f}]")
+
+
 def judge(
     candidate: Candidate,
-    base_runs: list[TrialResult],
-    cand_runs: list[TrialResult],
+    base_pairs: list[Pair],
+    cand_pairs: list[Pair],
     *,
-    planned_steps: int,
+    lengths: Lengths,
     floor: float,
     compare_steps: int,
     confidence: float = 0.95,
@@ -164,49 +287,55 @@ def judge(
     """
     level = per_look(confidence, looks)
     label = f"{confidence:.0%} CI" + (f" (Bonferroni over {looks} looks)" if looks > 1 else "")
-    statuses = [r.status.value for r in cand_runs]
-    base_ok = [r for r in base_runs if r.ok]
-    verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=statuses)
+    cand_runs = [run for pair in cand_pairs for run in pair.runs]
+    verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=[r.status.value for r in cand_runs])
     failed = [r for r in cand_runs if _failed(r)]
     if failed:
         verdict.reason = f"{len(failed)} of {len(cand_runs)} reruns ended {failed[0].status.value}: {failed[0].detail}".strip(": ")
         return verdict
-    cand_runs = [r for r in cand_runs if r.ok]  # a disturbed round measured nothing
-    if len(base_ok) < 2:
-        verdict.reason = "fewer than two baseline reruns succeeded"
+    base = _measured(base_pairs, lengths)
+    startup = statistics.median(m.startup_s for _, m in base) if base else 0.0
+    base = _measured(base_pairs, lengths, startup)
+    cand = _measured(cand_pairs, lengths, None if declared_startup_s is None else startup + declared_startup_s)
+    if len(base) < 2:
+        verdict.reason = "fewer than two baseline rounds were measured (both lengths ok)"
         return verdict
-    if not cand_runs:
-        verdict.reason = "every rerun of the candidate was disturbed by other processes: nothing measured"
+    if not cand:
+        verdict.reason = "every round of the candidate was disturbed by other processes: nothing measured"
         return verdict
-    verdict.base_step_s = [r.step_time for r in base_ok]
-    verdict.cand_step_s = [r.step_time for r in cand_runs]
-    verdict.base_job_s = [job_seconds(r, planned_steps) for r in base_ok]
-    verdict.cand_job_s = [job_seconds(r, planned_steps) for r in cand_runs]
-    verdict.peak_bytes = max((r.peak_bytes or 0) for r in cand_runs) or None
-    diffs = [
-        abs(c - b)
-        for cr in cand_runs
-        for br in base_ok[:1]
-        for c, b in zip(cr.losses[:compare_steps], br.losses[:compare_steps])
-        if math.isfinite(c) and math.isfinite(b)
-    ]
+    verdict.base_step_s = [m.step_s for _, m in base]
+    verdict.cand_step_s = [m.step_s for _, m in cand]
+    verdict.base_job_s = [m.job_s for _, m in base]
+    verdict.cand_job_s = [m.job_s for _, m in cand]
+    verdict.base_record_step_s = _record_steps(base)
+    verdict.cand_record_step_s = _record_steps(cand)
+    verdict.peak_bytes = max((r.peak_bytes or 0) for p, _ in cand for r in p.runs) or None
+    reference = base[0][0].long.losses[:compare_steps]
+    diffs = [abs(c - b) for p, _ in cand for c, b in zip(p.long.losses[:compare_steps], reference)
+             if math.isfinite(c) and math.isfinite(b)]
     verdict.max_loss_diff = max(diffs) if diffs else None
-    moved = startup_problem([r.startup_s for r in base_ok], [r.startup_s for r in cand_runs],
+    moved = startup_problem([m.startup_s for _, m in base], [m.startup_s for _, m in cand],
                             declared_s=declared_startup_s)
     if moved:
         verdict.reason = moved
         return verdict
     job = _interval(verdict.base_job_s, verdict.cand_job_s, level)
     step = _interval(verdict.base_step_s, verdict.cand_step_s, level)
+    records = _interval(verdict.base_record_step_s, verdict.cand_record_step_s, level)
     verdict.job_speedup = tuple(job) if job else None
     verdict.step_speedup = tuple(step) if step else None
-    if job is None:
-        verdict.reason = "too few reruns for an interval"
+    verdict.record_step_speedup = tuple(records) if records else None
+    verdict.contract = records_disagree(records, step, floor)
+    rounds = f"over {len(cand)} rounds of whole processes"
+    if verdict.contract:
+        verdict.reason = f"contract: {verdict.contract}"
+    elif job is None:
+        verdict.reason = "too few rounds for an interval"
     elif job.clears(floor):
         verdict.promoted = True
-        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds clears the promotion floor {floor:.3f}"
+        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] {rounds} clears the promotion floor {floor:.3f}"
     else:
-        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] over {len(cand_runs)} rounds does not clear the promotion floor {floor:.3f}"
+        verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] {rounds} does not clear the promotion floor {floor:.3f}"
     return verdict
 
 

@@ -5,30 +5,71 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Rounds, Verdict, ahead_of_baseline, best_promoted, interleave, job_seconds, judge
+from infrarsi.verification import (Lengths, Pair, Rounds, Verdict, ahead_of_baseline, best_promoted, interleave,
+                                   job_seconds, judge, whole_process)
 
 BASE = Candidate(knobs={"micro_batch_size": 2})
 FAST = Candidate(knobs={"micro_batch_size": 16})
 PLANNED = 100
+LENGTHS = Lengths(short=1, long=6, planned=PLANNED)
 LOSSES = [4.0, 3.8, 3.61, 3.43]
+EXIT_S = 0.3
 
 
-def runs(candidate: Candidate, steps: list[float], *, status=TrialStatus.OK, startup=1.0, losses=LOSSES,
-         peak=50_000_000) -> list[TrialResult]:
-    return [TrialResult(status=status, candidate=candidate, step_times=[s] * 5, losses=list(losses),
-                        tokens_per_step=128, peak_bytes=peak, startup_s=startup, wall_s=2.0,
-                        detail="" if status is TrialStatus.OK else f"ended {status.value}")
-            for s in steps]
+def run(candidate: Candidate, step: float, steps: int, *, status=TrialStatus.OK, startup=1.0, losses=LOSSES,
+        peak=50_000_000, recorded: float | None = None, waste_at_exit=0.0) -> TrialResult:
+    """A run of ``steps`` steps of ``step`` seconds each as the whole process shows it; its step
+    records say ``recorded`` seconds a step (by default the same)."""
+    stopped = (startup or 0.0) + steps * step
+    return TrialResult(status=status, candidate=candidate, step_times=[recorded or step] * 5, losses=list(losses),
+                       tokens_per_step=128, peak_bytes=peak, startup_s=startup, wall_s=2.0,
+                       stopped_s=stopped, process_s=stopped + EXIT_S + waste_at_exit,
+                       detail="" if status is TrialStatus.OK else f"ended {status.value}")
+
+
+def runs(candidate: Candidate, steps: list[float], *, status=TrialStatus.OK, **kw) -> list[Pair]:
+    """One round per step time: the short and the long run of ``LENGTHS``."""
+    return [Pair(short=run(candidate, s, LENGTHS.short, status=status, **kw),
+                 long=run(candidate, s, LENGTHS.long, status=status, **kw)) for s in steps]
 
 
 def decide(base, cand, floor=1.02, candidate=FAST) -> Verdict:
-    return judge(candidate, base, cand, planned_steps=PLANNED, floor=floor, compare_steps=3)
+    return judge(candidate, base, cand, lengths=LENGTHS, floor=floor, compare_steps=3)
 
 
-def test_job_seconds_is_start_up_plus_the_planned_steps():
-    (run,) = runs(FAST, [0.02], startup=3.0)
-    assert job_seconds(run, PLANNED) == pytest.approx(3.0 + 100 * 0.02)
-    assert job_seconds(runs(FAST, [0.02], startup=None)[0], PLANNED) == pytest.approx(2.0)
+def test_whole_process_per_step_is_the_difference_of_the_two_lengths():
+    short, long = run(FAST, 0.02, 1, startup=3.0), run(FAST, 0.02, 6, startup=3.0)
+    measured = whole_process(short, long, LENGTHS)
+    assert measured.step_s == pytest.approx(0.02)
+    assert measured.startup_s == pytest.approx(3.0 + EXIT_S)
+    assert measured.job_s == pytest.approx(3.0 + EXIT_S + 100 * 0.02)
+    # Time spent at exit only when stopped early would look like faster steps by the exits; the
+    # stops (before that time) still show the real pace.
+    wasted = whole_process(run(FAST, 0.02, 1, startup=3.0, waste_at_exit=0.08), long, LENGTHS)
+    assert wasted.step_s == pytest.approx(0.02) and wasted.job_s > measured.job_s
+    # Work deferred past the stop shows in the exits.
+    deferred = TrialResult(status=TrialStatus.OK, candidate=FAST, stopped_s=3.0 + 6 * 0.001, process_s=3.0 + 6 * 0.02 + EXIT_S)
+    early = TrialResult(status=TrialStatus.OK, candidate=FAST, stopped_s=3.0 + 0.001, process_s=3.0 + 0.02 + EXIT_S)
+    assert whole_process(early, deferred, LENGTHS).step_s == pytest.approx(0.02)
+    assert whole_process(TrialResult(status=TrialStatus.OK, candidate=FAST), long, LENGTHS) is None
+
+
+def test_the_short_length_holds_the_warm_up_and_the_long_one_the_contract():
+    from infrarsi.contract import Workload
+
+    def lengths(warmup: int, measured: int) -> Lengths:
+        return Lengths.of(Workload(entry="train.py", command=["python", "train.py"], global_batch=1, seq_len=1,
+                                   tokens_per_step=1, seed=0, warmup_steps=warmup, measured_steps=measured,
+                                   planned_steps=200))
+
+    assert lengths(3, 10) == Lengths(short=3, long=13, planned=200)
+    assert lengths(0, 5) == Lengths(short=1, long=5, planned=200)
+    assert lengths(0, 1) == Lengths(short=1, long=2, planned=200)
+
+
+def test_a_search_trials_job_seconds_is_start_up_plus_the_planned_steps():
+    assert job_seconds(run(FAST, 0.02, 6, startup=3.0), PLANNED) == pytest.approx(3.0 + 100 * 0.02)
+    assert job_seconds(run(FAST, 0.02, 6, startup=None), PLANNED) == pytest.approx(2.0)
     assert job_seconds(TrialResult(status=TrialStatus.OOM, candidate=FAST), PLANNED) is None
 
 
@@ -38,20 +79,21 @@ def test_a_clear_speedup_with_every_rerun_ok_is_promoted():
     assert verdict.promoted and "clears the promotion floor 1.020" in verdict.reason
     point, low, high = verdict.job_speedup
     assert low > 1.02 and low < point < high
-    assert point == pytest.approx((1 + 100 * 0.1385) / (1 + 100 * 0.0233), rel=0.01)
+    assert point == pytest.approx((1.3 + 100 * 0.1385) / (1.3 + 100 * 0.0233), rel=0.01)
     assert verdict.step_speedup[0] == pytest.approx(0.1385 / 0.0233, rel=0.01)
-    assert verdict.statuses == ["ok"] * 3 and verdict.peak_bytes == 50_000_000
-    assert verdict.base_step_s == [0.138, 0.139, 0.1385]
+    assert verdict.record_step_speedup[0] == pytest.approx(verdict.step_speedup[0]) and not verdict.contract
+    assert verdict.statuses == ["ok"] * 6 and verdict.peak_bytes == 50_000_000
+    assert verdict.base_step_s == pytest.approx([0.138, 0.139, 0.1385])
     # Losses are compared over the contract's first steps only (step 4 differs, outside them).
     assert verdict.max_loss_diff == pytest.approx(1e-7, abs=1e-6)
     assert Verdict.from_dict(verdict.to_dict()) == verdict
 
 
 def test_a_rerun_that_fails_refuses_the_promotion_however_fast_the_others():
-    cand = runs(FAST, [0.023, 0.023]) + runs(FAST, [0.0], status=TrialStatus.OOM)
+    cand = runs(FAST, [0.023, 0.023]) + [Pair(short=run(FAST, 0.023, 1), long=run(FAST, 0.0, 6, status=TrialStatus.OOM))]
     verdict = decide(runs(BASE, [0.138, 0.139, 0.1385]), cand)
     assert not verdict.promoted and verdict.job_speedup is None
-    assert verdict.reason.startswith("1 of 3 reruns ended oom") and verdict.statuses == ["ok", "ok", "oom"]
+    assert verdict.reason.startswith("1 of 6 reruns ended oom") and verdict.statuses == ["ok"] * 5 + ["oom"]
     numerics = runs(FAST, [0.023, 0.023], status=TrialStatus.NUMERICS)
     assert "ended numerics" in decide(runs(BASE, [0.138, 0.139]), numerics).reason
 
@@ -70,9 +112,9 @@ def test_a_speedup_inside_the_noise_is_not_promoted():
 
 def test_too_few_reruns_give_no_interval_and_no_promotion():
     lonely_base = decide(runs(BASE, [0.138]) + runs(BASE, [0.0], status=TrialStatus.CRASH), runs(FAST, [0.02, 0.02]))
-    assert not lonely_base.promoted and lonely_base.reason == "fewer than two baseline reruns succeeded"
+    assert not lonely_base.promoted and lonely_base.reason.startswith("fewer than two baseline rounds were measured")
     one = decide(runs(BASE, [0.138, 0.139]), runs(FAST, [0.02]))
-    assert not one.promoted and one.reason == "too few reruns for an interval"
+    assert not one.promoted and one.reason == "too few rounds for an interval"
 
 
 def test_the_best_promoted_is_the_fastest_that_cleared_the_floor():
@@ -80,7 +122,7 @@ def test_the_best_promoted_is_the_fastest_that_cleared_the_floor():
     a = decide(base, runs(FAST, [0.023, 0.0231, 0.0232]))
     b = decide(base, runs(Candidate(knobs={"micro_batch_size": 8}), [0.030, 0.0301, 0.0302]),
                candidate=Candidate(knobs={"micro_batch_size": 8}))
-    refused = decide(base, runs(FAST, [0.01, 0.01]) + runs(FAST, [0.0], status=TrialStatus.TIMEOUT))
+    refused = decide(base, runs(FAST, [0.01, 0.01]) + runs(FAST, [0.01], status=TrialStatus.TIMEOUT))
     assert a.promoted and b.promoted and not refused.promoted
     assert best_promoted([b, refused, a]) is a
     assert best_promoted([refused]) is None and best_promoted([]) is None
@@ -93,18 +135,18 @@ def test_the_best_promoted_is_the_fastest_that_cleared_the_floor():
 def _scripted(times: dict[int, list[float]], order: list[tuple[int, int]], *, failing: int | None = None):
     """run_one that gives each micro-batch size its scripted step times, round by round."""
 
-    def run_one(candidate: Candidate, round_: int) -> TrialResult:
+    def run_one(candidate: Candidate, round_: int, steps: int) -> TrialResult:
         mb = candidate.knobs["micro_batch_size"]
-        order.append((mb, round_))
+        if steps == LENGTHS.long:
+            order.append((mb, round_))
         status = TrialStatus.OOM if mb == failing else TrialStatus.OK
-        return runs(candidate, [times[mb][round_]], status=status)[0]
+        return run(candidate, times[mb][round_], steps, status=status)
 
     return run_one
 
 
 def _interleave(candidates, run_one, rounds=Rounds(least=2, most=4)):
-    return interleave(candidates, BASE, run_one, rounds=rounds, planned_steps=PLANNED, floor=1.05,
-                      compare_steps=3)
+    return interleave(candidates, BASE, run_one, rounds=rounds, lengths=LENGTHS, floor=1.05, compare_steps=3)
 
 
 def test_interleave_runs_the_arms_round_robin_and_drops_a_candidate_equal_to_the_baseline():
@@ -137,7 +179,7 @@ def test_interleave_stops_at_most_rounds_and_early_on_a_failed_rerun():
     undecided, failed = verdicts
     # The failing candidate ran once; the noisy one ran every round allowed and was not promoted.
     assert order.count((8, 0)) == 1 and not any(mb == 8 and r > 0 for mb, r in order)
-    assert failed.statuses == ["oom"] and not failed.promoted
+    assert failed.statuses == ["oom", "oom"] and not failed.promoted
     assert len(base_runs) == 4 and len(undecided.cand_step_s) == 4 and not undecided.promoted
 
 
@@ -156,13 +198,30 @@ def test_only_candidates_ranked_ahead_of_the_baseline_are_verified():
 
 
 def test_work_moved_before_the_first_step_is_not_a_speedup():
-    """Train the measured steps during start-up, then step through cached results: the steps look
-    six times faster, the start-up grew by what they saved. Not promoted; compilation, which
-    declares its one-off cost, is."""
+    """Train the steps during start-up, then step through cached results: both lengths take as
+    long, so their difference says the steps are almost free. The start-up grew by less than its
+    check allows (max(1 s, 25%)), but the long run less the baseline's start-up is the real pace:
+    not promoted; compilation, which declares its one-off cost, is."""
     base = runs(BASE, [0.138, 0.139, 0.1385], startup=4.0)
-    forged = [TrialResult(status=TrialStatus.OK, candidate=FAST, step_times=[0.0233] * 5, losses=list(LOSSES),
-                          tokens_per_step=128, startup_s=4.0 + s, wall_s=2.0) for s in (5.8, 5.9, 6.1)]
+    forged = [Pair(short=run(FAST, 0.001, 1, startup=4.0 + 6 * s), long=run(FAST, 0.001, 6, startup=4.0 + 6 * s))
+              for s in (0.138, 0.139, 0.1385)]
     verdict = decide(base, forged)
-    assert not verdict.promoted and "work done before the first step" in verdict.reason, verdict.reason
-    compiled = judge(FAST, base, forged, planned_steps=PLANNED, floor=1.02, compare_steps=3, declared_startup_s=None)
+    assert not verdict.promoted and verdict.step_speedup[0] == pytest.approx(1.0, abs=0.02), verdict.reason
+    assert verdict.record_step_speedup[0] > 100  # what the step records alone would have promoted
+    # Moved further, the start-up check names it.
+    far = [Pair(short=run(FAST, 0.001, 1, startup=9.0), long=run(FAST, 0.001, 6, startup=9.0))] * 3
+    assert "work done before the first step" in decide(base, far).reason
+    compiled = judge(FAST, base, forged, lengths=LENGTHS, floor=1.02, compare_steps=3, declared_startup_s=None)
     assert compiled.promoted, compiled.reason
+
+
+def test_step_records_that_disagree_with_the_wall_time_are_a_contract_breach():
+    """Records released in a burst (or held back) tell another pace than the whole processes:
+    refused whatever either says, and both figures are kept for the report."""
+    base = runs(BASE, [0.138, 0.139, 0.1385])
+    burst = runs(FAST, [0.100, 0.101, 0.0995], recorded=0.001)
+    verdict = decide(base, burst)
+    assert not verdict.promoted and verdict.reason.startswith("contract: the job's step records disagree")
+    assert verdict.record_step_speedup[0] > 100 and verdict.step_speedup[0] == pytest.approx(1.38, rel=0.01)
+    honest = decide(base, runs(FAST, [0.100, 0.101, 0.0995], recorded=0.1005))
+    assert honest.promoted and not honest.contract

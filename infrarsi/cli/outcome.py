@@ -46,6 +46,10 @@ def lines(result, width: int, repo: str) -> list[str]:
         job = (f", job {units.seconds(report.baseline.job_s)} -> {units.seconds(report.promoted.job_s)}"
                if report.promoted is not None and report.baseline.job_s and report.promoted.job_s else "")
         out += _wrap(f"{point:.2f}x faster (95% CI {low:.2f}-{high:.2f}x){job}", width, "  ")
+        if report.step_speedup is not None:
+            step, planned = report.step_speedup[0], report.planned_steps
+            out += _wrap(f"{step:.2f}x a step; {point:.2f}x for the whole job of {planned} steps, start-up "
+                         "included (whole processes on InfraRSI's clock)", width, "  ")
         out.append("Reproduce:")
         out += _command(audit.command, width)
     else:

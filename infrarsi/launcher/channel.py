@@ -3,7 +3,8 @@ InfraRSI's that stamps each line with ``time.monotonic()`` the moment it arrives
 
 The parent holds the FIFO open for reading *and* writing, so the job's ``open(O_WRONLY)`` never
 blocks and the reader never sees end-of-file between writers; :meth:`RecordChannel.close` ends the
-thread by writing a line of its own.
+thread by writing a line of its own. ``answer`` sees each record on that thread as it is read: the
+job's processes wait for InfraRSI's word after each step (:mod:`infrarsi.launcher.control`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +28,9 @@ class Arrival:
 
 
 class RecordChannel:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, answer: Callable[[dict], None] = lambda record: None):
         self.path = Path(path)
+        self._answer = answer
         os.mkfifo(self.path, 0o600)
         self._fd = os.open(self.path, os.O_RDWR)
         self._lock = threading.Lock()
@@ -56,6 +59,7 @@ class RecordChannel:
                     continue
                 if isinstance(record, dict):
                     parsed.append(Arrival(at, record))
+                    self._answer(record)
             self._add(parsed)
 
     def _add(self, arrivals: list[Arrival]) -> None:

@@ -16,7 +16,7 @@ from infrarsi.records.files import doctor_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.runner.interference import Background
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class DoctorError(RuntimeError):
@@ -126,8 +126,11 @@ class DoctorReport:
     reorder: ReorderRun | None
     efficiency: Efficiency
     param_checksum: list[float] | None = None
-    """The baseline's parameters after its steps ([sum, sum of squares], float64): what a candidate
-    that trains the same model ends near."""
+    """The baseline's parameters after its steps ([sum, sum of squares], float64, hashed in
+    InfraRSI's process): what a candidate that trains the same model ends near."""
+    checksums: dict[int, list[float]] = field(default_factory=dict)
+    """The same after each length a trial may run (the contract's, and verification's short one),
+    by step count: a run of that length is held to it. Never shown to the job or a model."""
     model_facts: dict[str, int] = field(default_factory=dict)
     """What the script reported of its model (``probe.model``: parameters, layers, heads…): the
     experience bank's workload signature is built from them."""
@@ -176,6 +179,7 @@ class DoctorReport:
             reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
             efficiency=Efficiency(**eff),
             param_checksum=data.get("param_checksum"),
+            checksums={int(k): list(v) for k, v in data.get("checksums", {}).items()},
             model_facts={k: int(v) for k, v in data.get("model_facts", {}).items()},
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),

@@ -13,13 +13,25 @@ class Verdict:
     promoted: bool
     reason: str
     job_speedup: tuple[float, float, float] | None = None
-    """(point, low, high) of baseline job time over candidate job time."""
+    """(point, low, high) of baseline job time over candidate job time, both from whole processes
+    (infrarsi/verification.py): what decides."""
     step_speedup: tuple[float, float, float] | None = None
+    """The same for the time per step, from whole processes."""
+    record_step_speedup: tuple[float, float, float] | None = None
+    """The per-step speed-up the job's own step records tell (the mean measured step of each long
+    run): shown beside the whole-process one, never deciding."""
+    contract: str = ""
+    """Why the candidate breached the contract in verification (its records disagree with its wall
+    time); empty when it did not."""
     base_step_s: list[float] = field(default_factory=list)
-    """Median step time of each baseline rerun."""
+    """Whole-process seconds per step of each baseline round."""
     cand_step_s: list[float] = field(default_factory=list)
     base_job_s: list[float] = field(default_factory=list)
+    """Whole-process projected job seconds of each baseline round."""
     cand_job_s: list[float] = field(default_factory=list)
+    base_record_step_s: list[float] = field(default_factory=list)
+    """Mean measured step of each baseline round's long run, by the step records."""
+    cand_record_step_s: list[float] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
     max_loss_diff: float | None = None
     """Largest |candidate loss - baseline loss| over compared steps and reruns."""
@@ -34,7 +46,7 @@ class Verdict:
     def from_dict(cls, data: dict) -> Verdict:
         data = dict(data)
         data["candidate"] = Candidate.from_dict(data["candidate"])
-        for key in ("job_speedup", "step_speedup"):
+        for key in ("job_speedup", "step_speedup", "record_step_speedup"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
         return cls(**data)

@@ -92,7 +92,11 @@ class Audit:
     """Its interval cleared the promotion floor (a slower one that also cleared is not promoted)."""
     reason: str
     job_speedup: tuple[float, float, float] | None
+    """Whole processes, at the owner's planned length: what decided."""
     step_speedup: tuple[float, float, float] | None
+    """Whole processes, per step."""
+    record_step_speedup: tuple[float, float, float] | None
+    """Per step as the job's step records tell it: beside the whole-process figure, never deciding."""
     max_loss_diff: float | None
     trial: int | None
     """The trial whose workspace the hunks come from (``infrarsi apply --candidate``)."""
@@ -315,8 +319,8 @@ def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial], prom
         setting=describe(verdict.candidate, contract), candidate=verdict.candidate.to_dict(),
         promoted=promoted is not None and promoted.candidate.key() == key, cleared=verdict.promoted,
         reason=verdict.reason, job_speedup=verdict.job_speedup,
-        step_speedup=verdict.step_speedup, max_loss_diff=verdict.max_loss_diff,
-        trial=shown.number if shown else None, paths=sorted({h.path for h in hunks}), hunks=hunks,
+        step_speedup=verdict.step_speedup, record_step_speedup=verdict.record_step_speedup,
+        max_loss_diff=verdict.max_loss_diff, trial=shown.number if shown else None, paths=sorted({h.path for h in hunks}), hunks=hunks,
         command=reproduce_command(verdict.candidate, contract),
         source_settings={k: v for k, v in changed.items() if not contract.knob(k).flag},
         patches=list(verdict.candidate.patches),

@@ -19,7 +19,10 @@ a sentence for ``TrialResult.detail`` / ``Verdict.reason``.
 from __future__ import annotations
 
 import math
+import os
+import stat
 import statistics
+from pathlib import Path
 
 EXIT_SLACK_S = 2.0
 """Time allowed from the last step to the process's exit (the exit record, the interpreter's
@@ -64,6 +67,35 @@ def startup_problem(base: list[float], cand: list[float], *, declared_s: float |
         return (f"start-up {c:.2f} s against the baseline's {b:.2f} s in the same rounds: {c - b:.2f} s more "
                 f"(allowed {allowed:.2f} s); work done before the first step is not measured as steps")
     return None
+
+
+PARAMS_FILE_LIMIT = 64 << 30
+"""A parameters file larger than this is not read (the job's workspace is the job's to fill)."""
+
+
+def params_checksum(path: Path) -> list[float] | None:
+    """``[sum, sum of squares]`` in float64 over the tensors the launcher saved at the end of a run,
+    computed in this process; None when there is no such file or it is not a list of tensors. The
+    file lies in the job's workspace: it is read only when it is a regular file, without running
+    any code in it (``weights_only``)."""
+    import torch
+
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > PARAMS_FILE_LIMIT:
+            return None
+        tensors = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # a missing, truncated or forged file: no checksum, and the caller says so
+        return None
+    if not isinstance(tensors, list) or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    total = squares = 0.0
+    with torch.no_grad():
+        for t in tensors:
+            x = t.to(torch.float64)
+            total += float(x.sum())
+            squares += float((x * x).sum())
+    return [total, squares]
 
 
 def checksum_tolerance(tolerance: float, reference: list[float]) -> float:

@@ -64,8 +64,9 @@ class RunReport:
     """Launch to the start of step 0 (its first forward or backward), by InfraRSI's clock."""
     flops_per_step: int | None = None
     """All ranks' FLOPs of one warm-up step, counted by FlopCounterMode."""
-    param_checksum: list[float] | None = None
-    """[sum, sum of squares] in float64 of rank 0's parameters at the end."""
+    params_pid: int | None = None
+    """The pid (as the job saw it) of rank 0's process when it wrote its exit record: its
+    parameters are in ``params-<pid>.pt`` beside the channel."""
     problem: str = ""
     """Why the records cannot be trusted (out of order, stamped by another clock); empty when fine."""
 
@@ -123,9 +124,8 @@ class StepFeed:
         if exited:
             report.exit_peak_bytes = max(report.exit_rank_peaks.values())
             report.exit_device = str(exited[0].exit.get("device", ""))
-            first = streams[0].exit
-            if first.get("param_sum") is not None:
-                report.param_checksum = [float(first["param_sum"]), float(first["param_sq_sum"])]
+            if streams[0].exit:
+                report.params_pid = streams[0].pid
         flops = [self._flops(s) for s in streams]
         if flops and None not in flops:
             report.flops_per_step = sum(flops)

@@ -86,11 +86,18 @@ class TrialProcess:
                                              self.containment),
             )
         self.pid = self._popen.pid
+        self.exited_at: float | None = None
+        """time.monotonic() the moment the launched process exited (its exit, not the next poll)."""
+        threading.Thread(target=self._await_exit, name=f"infrarsi-exit-{self.pid}", daemon=True).start()
         self._root = psutil.Process(self.pid)
         self._known: dict[int, psutil.Process] = {self.pid: self._root}
         # Reentrant: the interrupt handler may kill while the main thread is inside members().
         self._lock = threading.RLock()
         self._killed = False
+
+    def _await_exit(self) -> None:
+        self._popen.wait()
+        self.exited_at = time.monotonic()
 
     def members(self, *, refresh: bool) -> list[psutil.Process]:
         """The tree's processes; ``refresh`` walks it again (2–4 ms), otherwise the last walk."""

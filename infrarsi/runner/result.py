@@ -68,7 +68,8 @@ class TrialResult:
     """FlopCounterMode (counted on a warm-up step) | 6N+12LHQT (doctor's cross-check from the probe's
     model facts) | "" (unknown)."""
     param_checksum: list[float] | None = None
-    """[sum, sum of squares] in float64 over rank 0's optimized parameters after the last step."""
+    """[sum, sum of squares] in float64 over rank 0's optimized parameters after the last step,
+    computed in InfraRSI's process from the file the launcher wrote."""
     source: str = ""
     """Who measured the steps: launcher (InfraRSI's clock, from outside the job) | "" (no step)."""
     peak_bytes: int | None = None
@@ -78,6 +79,13 @@ class TrialResult:
     """On CPU, each rank's peak RSS by local rank (one entry for a plain script)."""
     startup_s: float | None = None
     """Launch to the end of the first step, minus that step's own time."""
+    process_s: float | None = None
+    """Launch to the exit of the launched process by InfraRSI's clock, when it exited by itself
+    after InfraRSI told it to stop: the whole-process time verification decides on."""
+    stopped_s: float | None = None
+    """Launch to the moment InfraRSI told the last of the job's stepping processes to stop."""
+    steps_run: int = 0
+    """Steps the run made (warm-up included)."""
     wall_s: float = 0.0
     """The trial's whole cost in seconds."""
     phases: dict[str, float] = field(default_factory=dict)

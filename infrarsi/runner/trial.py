@@ -5,8 +5,11 @@ their wall time is their cost. The user's working tree is only read; logs and th
 records go to ``log_dir`` (by default ``<repo>/.infrarsi/trials/<id>/``).
 
 The job runs as its command says, unchanged; the launcher (:mod:`infrarsi.launcher`) loads before
-its code, observes its steps through torch's hooks, stops it after the contract's steps and sends
-one record per step over a FIFO in the workspace, timed here on arrival (:mod:`infrarsi.runner.measure`).
+its code, observes its steps through torch's hooks and sends one record per step over a FIFO in the
+workspace, timed here on arrival (:mod:`infrarsi.runner.measure`); after each step it waits for this
+process's word to go on or stop (:mod:`infrarsi.launcher.control`), so the job never knows its
+length. The whole process is timed too, launch to exit, and the parameters it ends with are hashed
+here: the figures verification decides on.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import signal
 import statistics
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
 from infrarsi.launcher.channel import RecordChannel
+from infrarsi.launcher.control import StepControl
 from infrarsi.launcher.settings import settings_env
 from infrarsi.runner import abort, accounting, bytecode, checks, sandbox
 from infrarsi.runner.interference import Background, InterferenceMonitor, TrialInterference
@@ -61,9 +65,10 @@ class TrialSpec:
     """Memory budget (default: the contract's)."""
     sandbox: bool = True
     """Run inside the bubblewrap sandbox (False: the user's --no-sandbox; see runner/sandbox.py)."""
-    reference_checksum: list[float] | None = None
-    """The baseline's parameters after the contract's steps (doctor's ``param_checksum``): with
-    ``check_loss``, a run of those steps must end with the same ones (``accounting.checksum_problem``)."""
+    reference_checksums: dict[int, list[float]] = field(default_factory=dict)
+    """The baseline's parameters after each length doctor ran (doctor's ``checksums``, by step
+    count): with ``check_loss``, a run of one of those lengths must end with the same ones
+    (``accounting.checksum_problem``)."""
     background: Background | None = None
     """Doctor's normal background (runner/interference.py): a step beyond it is disturbed, never
     counts toward aborting the run as slow, and a run disturbed overall ends ``disturbed``. None:
@@ -119,8 +124,8 @@ class _Trial:
         self.probe_path = Path(result.probe_path)
         self.budget = spec.budget_bytes or spec.contract.memory.budget_bytes
         self.process: TrialProcess | None = None
-        self.exited_at: float | None = None
-        """time.monotonic() when the job's process was first seen to have exited by itself."""
+        self.exited_by_itself = False
+        """The job's process exited before anything here killed it."""
         self.values: dict = {}
         self.monitor: InterferenceMonitor | None = None
         self.step_disturbed: dict[int, bool] = {}
@@ -187,7 +192,10 @@ class _Trial:
             " ".join([*(f"{k}={v}" for k, v in settings.items()), *argv]) + "\n")
         policy = self.contract.sandbox_policy
         cwd = workspace.root / self.contract.workload.cwd
-        channel = RecordChannel(workspace.private / "records.fifo")
+        talk = workspace.private / "launcher"
+        talk.mkdir(mode=0o700)
+        control = StepControl(talk, self.spec.total_steps)
+        channel = RecordChannel(talk / "records.fifo", answer=control.answer)
         command, pycache = argv, workspace.pycache
         if self.spec.sandbox:
             pycache = Path(sandbox.BYTECODE_MOUNT)
@@ -199,8 +207,7 @@ class _Trial:
         env = trial_environment(home=workspace.home, declared=declared,
                                 runner={**interpreter_env(pycache=pycache),
                                         **settings,
-                                        **launcher_env(channel.path, steps=self.spec.total_steps,
-                                                       warmup_steps=self.contract.workload.warmup_steps,
+                                        **launcher_env(channel.path, warmup_steps=self.contract.workload.warmup_steps,
                                                        pythonpath=declared.get("PYTHONPATH"),
                                                        cuda_budget=self.budget if self.contract.memory.device == "cuda"
                                                        else None)})
@@ -209,14 +216,17 @@ class _Trial:
             self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)
         except OSError as err:
             channel.close()
+            control.close()
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
         try:
-            self._watch_launched(channel, argv, launched, workspace)
+            self._watch_launched(channel, control, argv, launched, workspace)
         finally:
             channel.close()
+            control.close()
             channel.save(self.probe_path)
 
-    def _watch_launched(self, channel: RecordChannel, argv: list[str], launched: float, workspace: Workspace) -> None:
+    def _watch_launched(self, channel: RecordChannel, control: StepControl, argv: list[str], launched: float,
+                        workspace: Workspace) -> None:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
@@ -237,6 +247,7 @@ class _Trial:
         channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
+        self._whole_process(report, control, launched, workspace.private / "launcher")
         disturbed = self._interference(report, launched)
         tampered = self._run_tampering(workspace)
         if tampered:
@@ -275,8 +286,7 @@ class _Trial:
         seen: list[Step] = []
         while True:
             exited = process.poll() is not None
-            if exited and self.exited_at is None:
-                self.exited_at = time.monotonic()
+            self.exited_by_itself = exited
             new = feed.poll()
             seen.extend(new)
             for step in new:
@@ -365,7 +375,7 @@ class _Trial:
         r.phases = mean_phases(measured)
         r.model_facts = report.model_facts
         r.source = report.source
-        r.param_checksum = report.param_checksum
+        r.steps_run = len(report.steps)
         if report.flops_per_step is not None:
             r.flops_per_step, r.flops_source = float(report.flops_per_step), "FlopCounterMode"
         if report.exit_device == "cuda":
@@ -382,6 +392,18 @@ class _Trial:
             r.peak_bytes = max(peaks, default=0) or None
             r.rank_peak_bytes = peaks
         r.startup_s = report.startup_s
+
+    def _whole_process(self, report: RunReport, control: StepControl, launched: float, talk: Path) -> None:
+        """Launch to exit, launch to the stop, and the parameters the job ended with, hashed here:
+        nothing the job reports enters these."""
+        r = self.result
+        stopped_at = control.stopped_at()
+        if stopped_at is not None:
+            r.stopped_s = stopped_at - launched
+            if self.exited_by_itself and self.process.exited_at is not None:
+                r.process_s = self.process.exited_at - launched
+        if report.params_pid is not None:
+            r.param_checksum = accounting.params_checksum(talk / f"params-{report.params_pid}.pt")
 
     def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
         """The status of a run that ended by itself."""
@@ -416,13 +438,13 @@ class _Trial:
     def _judge_accounts(self, report: RunReport, launched: float) -> tuple[TrialStatus, str] | None:
         """A run that ended well by itself: does its time add up, and did it train the baseline's model?"""
         r = self.result
-        run_s = self.exited_at - launched if self.exited_at is not None else None
+        run_s = self.process.exited_at - launched if self.process.exited_at is not None else None
         problem = accounting.time_problem(run_s, r.startup_s, [*r.warmup_times, *r.step_times])
         if problem:
             return TrialStatus.CONTRACT, problem
-        reference = self.spec.reference_checksum
+        reference = self.spec.reference_checksums.get(self.spec.total_steps)
         loss = self.contract.loss
-        if self.spec.check_loss and reference and self.spec.total_steps == self.contract.workload.total_steps:
+        if self.spec.check_loss and reference:
             tolerance = loss.numerics_tolerance if self.spec.numerics_by_design else loss.tolerance
             compared = min(loss.compare_steps, len(loss.reference), len(r.losses))
             exact = compared > 0 and r.losses[:compared] == loss.reference[:compared]

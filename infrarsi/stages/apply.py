@@ -8,6 +8,7 @@ the whole apply. The user's working tree and checked-out branch stay exactly as 
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -94,12 +95,17 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
         f"Patches: {patches}",
         "",
         "Evidence:",
-        f"  job-time speedup {point:.3f}x, 95% CI [{low:.3f}, {high:.3f}] over {len(verdict.cand_job_s)} interleaved rounds "
+        f"  job-time speedup {point:.3f}x at {contract.workload.planned_steps} steps, 95% CI [{low:.3f}, {high:.3f}] "
+        f"over {len(verdict.cand_job_s)} interleaved rounds of whole processes timed by InfraRSI "
         f"(promotion floor {run.promotion_floor:.3f}; one run alone would need {run.noise_floor:.3f})",
     ]
     if verdict.base_step_s and verdict.cand_step_s:
-        lines.append(f"  step time {min(verdict.base_step_s) * 1000:.1f} ms -> {min(verdict.cand_step_s) * 1000:.1f} ms "
-                     f"(best of {len(verdict.cand_step_s)} interleaved reruns)")
+        lines.append(f"  step time {statistics.median(verdict.base_step_s) * 1000:.1f} ms -> "
+                     f"{statistics.median(verdict.cand_step_s) * 1000:.1f} ms (whole processes, median of "
+                     f"{len(verdict.cand_step_s)} rounds)")
+    if verdict.record_step_speedup and verdict.step_speedup:
+        lines.append(f"  per step by the job's own step records: {verdict.record_step_speedup[0]:.3f}x "
+                     f"(whole processes: {verdict.step_speedup[0]:.3f}x)")
     if verdict.max_loss_diff is not None:
         lines.append(f"  loss: max |candidate - baseline| = {verdict.max_loss_diff:.2e} over {contract.loss.compare_steps} steps "
                      f"(tolerance {contract.loss.tolerance:.1e})")

@@ -41,6 +41,7 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages import quiet
 from infrarsi.stages.claims import check_claims, unlocked
 from infrarsi.units import GIB
+from infrarsi.verification import Lengths
 
 PHASE_TOLERANCE = 0.10
 """The probe's phases must cover the step time within this fraction for the split to be trusted."""
@@ -82,6 +83,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
                                         f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
         runs.append(result)
     contract = with_measured_workload(contract, runs)
+    checksums = _checksums(repo, contract, runs[0], log_root, on_event, sandbox)
 
     reorder_knobs = _reorder_knobs(contract)
     reorder_result = None
@@ -101,6 +103,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
         report = summarize(contract, runs, reorder_knobs, reorder_result, hardware, peak, devices)
     except ValueError as err:  # a baseline whose losses cannot serve as the reference
         raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
+    report.checksums = checksums
     if peak_warning:
         report.warnings.append(peak_warning)
     report.background = interference.measured_background([r.interference for r in runs], idle, waited)
@@ -120,6 +123,23 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
     return report
+
+
+def _checksums(repo: Path, contract: Contract, first: TrialResult, log_root: Path, on_event: EventSink,
+               sandbox: bool) -> dict[int, list[float]]:
+    """The baseline's parameters after every length a trial may run: the contract's (the first
+    run's), and verification's short one, run here once. Raises DoctorError when that run fails."""
+    checksums = {contract.workload.total_steps: first.param_checksum}
+    lengths = Lengths.of(contract.workload)
+    for steps in sorted({lengths.short, lengths.long} - set(checksums)):
+        on_event(Event("doctor", "log", f"the baseline for {steps} steps (verification's reference)"))
+        result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(), check_loss=False, steps=steps,
+                                     log_dir=log_root / f"baseline-{steps}-steps", on_event=on_event, sandbox=sandbox))
+        if not result.ok:
+            raise DoctorError(f"the baseline run of {steps} steps ended {result.status.value}: {result.detail}\n"
+                              f"log: {result.log_path}")
+        checksums[steps] = result.param_checksum
+    return {steps: c for steps, c in checksums.items() if c is not None}
 
 
 def _judge_claims(repo: Path, contract: Contract, runs: list[TrialResult], report: DoctorReport, log_root: Path,

@@ -32,7 +32,7 @@ from infrarsi.stages import quiet
 from infrarsi.study import TrialStore, default_storage_url, hide_password
 from infrarsi.study_round import MEASURING, WAIT_POLL_S, SharedRound
 from infrarsi.records import Verdict
-from infrarsi.verification import Rounds, best_promoted, interleave, job_seconds
+from infrarsi.verification import Lengths, Rounds, best_promoted, interleave, job_seconds
 
 ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
@@ -57,9 +57,9 @@ class _Session:
         self.round = SharedRound(store)
         """This session's round of the (possibly shared) study: infrarsi/study_round.py."""
         self.verified_here = False
-        self.reference_checksum: list[float] | None = None
-        """The baseline's parameters after the contract's steps, from doctor: every trial that
-        compares its losses compares them too."""
+        self.reference_checksums: dict[int, list[float]] = {}
+        """The baseline's parameters after each length doctor ran, from doctor: every trial of
+        such a length that compares its losses compares them too."""
         self.background = Background.unmeasured(len(job_cores()))
         """The machine's normal background, doctor's measure until the run measures it again
         (``_renormalize``): beyond it a trial is disturbed."""
@@ -89,12 +89,12 @@ class _Session:
         return ""
 
     def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
-                reason: str = "", exclusive: tuple[str, ...] = ()) -> TrialResult | None:
+                reason: str = "", exclusive: tuple[str, ...] = (), steps: int | None = None) -> TrialResult | None:
         """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
         first (as one of those kinds) is given up before it runs: None is returned. A disturbed
         trial is recorded and rerun (after waiting for quiet when asked; stages/quiet.py)."""
         result = self._execute_once(candidate, kind, abort_step_time=abort_step_time, reason=reason,
-                                    exclusive=exclusive)
+                                    exclusive=exclusive, steps=steps)
         attempt = 0
         while quiet.should_rerun(result, attempt):
             attempt += 1
@@ -103,7 +103,7 @@ class _Session:
             if attempt == quiet.MAX_RERUNS:
                 self._renormalize(disturbed)
             result = self._execute_once(result.candidate, kind, abort_step_time=abort_step_time,
-                                        reason=quiet.rerun_reason(disturbed, reason))
+                                        reason=quiet.rerun_reason(disturbed, reason), steps=steps)
         if result is not None and kind in ("baseline", "validation", "search"):
             self.started += 1
         return result
@@ -146,7 +146,7 @@ class _Session:
                                           f"other processes (a trial above {self.background.limit_cores:.2f} is disturbed)"))
 
     def _execute_once(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None,
-                      reason: str, exclusive: tuple[str, ...] = ()) -> TrialResult | None:
+                      reason: str, exclusive: tuple[str, ...] = (), steps: int | None = None) -> TrialResult | None:
         """One trial, recorded."""
         trial = self.store.begin(candidate, kind)
         if exclusive and candidate is not None:
@@ -160,11 +160,12 @@ class _Session:
             repo=self.repo,
             contract=self.contract,
             candidate=candidate,
+            steps=steps,
             abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
             timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
-            reference_checksum=self.reference_checksum,
+            reference_checksums=self.reference_checksums,
             background=self.background,
         )
         self.last_number = trial.number
@@ -321,7 +322,7 @@ def run(
                        sandbox=mode_words(sandbox))
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = _Session(repo, contract, store, deadline, trials, on_event, sandbox)
-    session.reference_checksum = doctor.param_checksum
+    session.reference_checksums = doctor.checksums
     session.background = session.doctor_background = doctor.background or session.background
     session.quiet = quiet.QuietWaiter(session.background.limit_cores, wait_for_quiet, "run", on_event)
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
@@ -436,9 +437,13 @@ def _verify(session: _Session, context, result: RunResult) -> None:
         result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
         return
     contract = session.contract
+
+    def run_one(cand: Candidate, _round: int, steps: int) -> TrialResult:
+        return session.execute(cand, "verification", reason=f"re-verification, {steps} steps", steps=steps)
+
     result.verdicts, _ = interleave(
-        top, context.baseline(), lambda cand, _round: session.execute(cand, "verification", reason="re-verification"),
-        rounds=VERIFY_ROUNDS, planned_steps=contract.workload.planned_steps, floor=result.promotion_floor,
+        top, context.baseline(), run_one,
+        rounds=VERIFY_ROUNDS, lengths=Lengths.of(contract.workload), floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: _declared_startup(contract, cand))
     result.promoted = best_promoted(result.verdicts)

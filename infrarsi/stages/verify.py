@@ -1,8 +1,9 @@
 """verify: re-check later that a promoted commit is still faster than its base, under the same contract.
 
 Base and REV are checked out in temporary worktrees (the user's tree is untouched) and run
-interleaved with their own defaults, which is what the commit changed. Usable in CI: the CLI
-exits non-zero when the recorded speedup no longer holds.
+interleaved with their own defaults, which is what the commit changed, each at two lengths per
+round and judged on whole processes as a run's verification is (infrarsi/verification.py). Usable
+in CI: the CLI exits non-zero when the recorded speedup no longer holds.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from infrarsi.runner.interference import Background, job_cores
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages import quiet
 from infrarsi.records import DoctorError, load_doctor
-from infrarsi.verification import Rounds, job_seconds
+from infrarsi.verification import Lengths, Pair, Rounds, run_pairs, whole_process
 
 class VerifyStatus(StrEnum):
     HOLDS = "holds"
@@ -47,6 +48,7 @@ class VerifyResult:
     floor: float = PROMOTION_FLOOR
     """What the speedup's interval must clear (see ``infrarsi.noise``)."""
     base_job_s: list[float] = field(default_factory=list)
+    """Whole-process projected job seconds of each round (both lengths measured)."""
     rev_job_s: list[float] = field(default_factory=list)
     rounds: int = 0
     statuses: list[str] = field(default_factory=list)
@@ -84,39 +86,45 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
         return VerifyResult(status=VerifyStatus.ERROR, message=f"{rev} has no parent and the contract records no base commit")
     result = VerifyResult(status=VerifyStatus.FAILED, message="", base=base, rev=commit.hexsha,
                           recorded=recorded_speedup(place, commit.hexsha), sandbox=mode_words(sandbox))
-    planned = contract.workload.planned_steps
+    lengths = Lengths.of(contract.workload)
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
+    pairs: dict[str, list[Pair]] = {"base": [], "rev": []}
     try:
         doctored = load_doctor(repo)
     except DoctorError:
         doctored = None
     background = (doctored.background if doctored else None) or Background.unmeasured(len(job_cores()))
     on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
-                   done=0, total=2 * rounds.most))
+                   done=0, total=4 * rounds.most))
     with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
+        trees = {"base": base_tree, "rev": rev_tree}
+
+        def run_one(arm: str, r: int, steps: int) -> TrialResult:
+            # An empty candidate runs each tree with its own defaults: what the commit changed.
+            spec = TrialSpec(repo=trees[arm], contract=contract, candidate=Candidate(), steps=steps,
+                             log_dir=log_root / f"{arm}-{r}-{steps}", sandbox=sandbox, background=background)
+            out = run_trial(spec)
+            attempt = 0
+            while quiet.should_rerun(out, attempt):  # a disturbed round is repeated, not widening the interval
+                attempt += 1
+                on_event(Event(stage="verify", kind="log", message=f"{arm} round {r + 1} disturbed, rerun: {out.detail}"))
+                out = run_trial(replace(spec, log_dir=log_root / f"{arm}-{r}-{steps}-rerun{attempt}"))
+            runs[arm].append(out)
+            on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}, {steps} steps: {out.status.value}",
+                           done=len(runs["base"]) + len(runs["rev"]), total=4 * rounds.most))
+            return out
 
         def run_round(r: int) -> None:
-            for arm, tree in (("base", base_tree), ("rev", rev_tree)):
-                # An empty candidate runs each tree with its own defaults: what the commit changed.
-                spec = TrialSpec(repo=tree, contract=contract, candidate=Candidate(), log_dir=log_root / f"{arm}-{r}",
-                                 sandbox=sandbox, background=background)
-                out = run_trial(spec)
-                attempt = 0
-                while quiet.should_rerun(out, attempt):  # a disturbed round is repeated, not widening the interval
-                    attempt += 1
-                    on_event(Event(stage="verify", kind="log", message=f"{arm} round {r + 1} disturbed, rerun: {out.detail}"))
-                    out = run_trial(replace(spec, log_dir=log_root / f"{arm}-{r}-rerun{attempt}"))
-                runs[arm].append(out)
-                on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}: {out.status.value}",
-                               done=len(runs["base"]) + len(runs["rev"]), total=2 * rounds.most))
+            for arm, pair in zip(("base", "rev"), run_pairs(["base", "rev"], run_one, r, lengths)):
+                pairs[arm].append(pair)
 
         def decided(done: int) -> bool:
             if any(not t.ok for t in runs["base"] + runs["rev"]):
                 return True
             if done < rounds.least:
                 return False
-            _judge(result, runs, planned, rounds)
+            _judge(result, pairs, lengths, rounds)
             return result.status is VerifyStatus.HOLDS or not _could_hold(result)
 
         result.rounds = rounds.run(run_round, decided)
@@ -129,9 +137,14 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     return result
 
 
-def _judge(result: VerifyResult, runs: dict[str, list[TrialResult]], planned: int, rounds: Rounds) -> None:
-    result.base_job_s = [job_seconds(t, planned) for t in runs["base"]]
-    result.rev_job_s = [job_seconds(t, planned) for t in runs["rev"]]
+def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths, rounds: Rounds) -> None:
+    measured = {arm: [whole_process(p.short, p.long, lengths) for p in arm_pairs] for arm, arm_pairs in pairs.items()}
+    if any(m is None for ms in measured.values() for m in ms):
+        result.status = VerifyStatus.FAILED
+        result.message = "a rerun did not stop when told to: no whole-process time"
+        return
+    result.base_job_s = [m.job_s for m in measured["base"]]
+    result.rev_job_s = [m.job_s for m in measured["rev"]]
     interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.per_look)
     result.speedup = tuple(interval)
     holds = interval.low > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
@@ -139,7 +152,7 @@ def _judge(result: VerifyResult, runs: dict[str, list[TrialResult]], planned: in
     said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
     result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, {rounds.confidence:.0%} CI "
                       f"[{interval.low:.2f}, {interval.high:.2f}] over {len(result.rev_job_s)} rounds "
-                      f"vs promotion floor {result.floor:.3f}{said}")
+                      f"vs promotion floor {result.floor:.3f}{said} (whole processes)")
 
 
 def _could_hold(result: VerifyResult) -> bool:

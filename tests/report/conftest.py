@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.records import DoctorReport, PatchCheck, RunResult, TrialRow, load_run, save_doctor, save_run
 from infrarsi.study import TrialStore, default_storage_url
-from infrarsi.verification import best_promoted, job_seconds, judge
+from infrarsi.verification import Lengths, Pair, best_promoted, job_seconds, judge
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
 PATCHES = ["zero_grad_set_to_none", "optimizer_foreach"]
@@ -49,6 +50,19 @@ def report_contract(repo: Path) -> Contract:
     )
 
 
+def _round(result: TrialResult, lengths: Lengths) -> Pair:
+    """The test data's verification reruns predate whole-process timing: each is its round's long
+    run, and the short one is the same run stopped after its warm-up, both timed as its records say
+    (a 0.2 s exit)."""
+    steps = [*result.warmup_times, *result.step_times]
+
+    def stopped_after(n: int) -> TrialResult:
+        stopped = (result.startup_s or 0.0) + sum(steps[:n])
+        return replace(result, stopped_s=stopped, process_s=stopped + 0.2)
+
+    return Pair(short=stopped_after(lengths.short), long=stopped_after(lengths.long))
+
+
 def build_state(repo: Path) -> RunResult:
     """Write contract, doctor.json, the study and run.json under ``repo/.infrarsi``."""
     contract = report_contract(repo)
@@ -60,7 +74,8 @@ def build_state(repo: Path) -> RunResult:
     storage = default_storage_url(repo)
     store = TrialStore.open(contract, PATCHES, storage_url=storage)
     rows, checks = [], []
-    verification: dict[str, list[TrialResult]] = {}
+    verification: dict[str, list[Pair]] = {}
+    lengths = Lengths.of(contract.workload)
     planned = contract.workload.planned_steps
     for entry in json.loads((DATA / "trials.json").read_text()):
         if entry["kind"] == "interrupted":
@@ -79,12 +94,12 @@ def build_state(repo: Path) -> RunResult:
             checks.append(PatchCheck(name=name, status="validated" if result.ok else result.status.value,
                                      reason=result.detail[-300:], cost_s=result.wall_s))
         if entry["kind"] == "verification":
-            verification.setdefault(result.candidate.key(), []).append(result)
+            verification.setdefault(result.candidate.key(), []).append(_round(result, lengths))
 
     baseline = store.trials(("baseline",))[0].result
     noise_floor = doctor_data["noise"]["min_speedup"]
     verdicts = [
-        judge(runs[0].candidate, verification[baseline.candidate.key()], runs, planned_steps=planned,
+        judge(runs[0].long.candidate, verification[baseline.candidate.key()], runs, lengths=lengths,
               floor=PROMOTION_FLOOR, compare_steps=contract.loss.compare_steps)
         for key, runs in verification.items() if key != baseline.candidate.key()
     ]

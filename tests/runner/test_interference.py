@@ -14,7 +14,7 @@ import pytest
 from infrarsi.runner.interference import (Background, InterferenceMonitor, Sample, TrialInterference, Window,
                                           background, window)
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import judge
+from infrarsi.verification import Lengths, Pair, judge
 
 LIMITS = Background(cores=2, idle_cores=0.05, normal_cores=0.1, limit_cores=0.4, normal_denied=0.02,
                     limit_denied=0.17, busy=False)
@@ -113,22 +113,28 @@ def test_short_lived_children_no_walk_saw_are_still_the_jobs():
     assert w.job_share > 0.5 and w.others_cores < 0.3, w
 
 
-def result(status: TrialStatus, step: float) -> TrialResult:
-    return TrialResult(status=status, candidate=Candidate(knobs={"x": 1}), step_times=[step] * 4, startup_s=1.0,
-                       losses=[1.0, 0.9])
+LENGTHS = Lengths(short=1, long=5, planned=100)
+
+
+def result(status: TrialStatus, step: float) -> Pair:
+    """One round: both lengths at ``step`` seconds a step, with a second of start-up."""
+    def one(steps: int) -> TrialResult:
+        return TrialResult(status=status, candidate=Candidate(knobs={"x": 1}), step_times=[step] * 4, startup_s=1.0,
+                           losses=[1.0, 0.9], stopped_s=1.0 + steps * step, process_s=1.2 + steps * step)
+    return Pair(short=one(LENGTHS.short), long=one(LENGTHS.long))
 
 
 def test_a_round_still_disturbed_after_its_reruns_is_a_missing_measurement_not_a_failure():
     base = [result(TrialStatus.OK, 1.0) for _ in range(3)]
     runs = [result(TrialStatus.OK, 0.5), result(TrialStatus.DISTURBED, 3.0), result(TrialStatus.OK, 0.5),
             result(TrialStatus.OK, 0.5)]
-    verdict = judge(Candidate(knobs={"x": 1}), base, runs, planned_steps=100, floor=1.05, compare_steps=2)
+    verdict = judge(Candidate(knobs={"x": 1}), base, runs, lengths=LENGTHS, floor=1.05, compare_steps=2)
     assert "ended" not in verdict.reason
-    assert verdict.cand_step_s == [0.5, 0.5, 0.5] and verdict.statuses.count("disturbed") == 1
+    assert verdict.cand_step_s == pytest.approx([0.5, 0.5, 0.5]) and verdict.statuses.count("disturbed") == 2
 
 
 def test_a_candidate_whose_every_rerun_was_disturbed_has_no_verdict_but_says_why():
     base = [result(TrialStatus.OK, 1.0) for _ in range(3)]
     verdict = judge(Candidate(knobs={"x": 1}), base, [result(TrialStatus.DISTURBED, 3.0)] * 3,
-                    planned_steps=100, floor=1.05, compare_steps=2)
+                    lengths=LENGTHS, floor=1.05, compare_steps=2)
     assert not verdict.promoted and "disturbed" in verdict.reason and verdict.job_speedup is None

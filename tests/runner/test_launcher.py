@@ -16,6 +16,7 @@ import pytest
 from infrarsi.contract import Knob
 from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.runner.result import Candidate, TrialStatus
+from infrarsi.runner.sandbox import TOKEN_ENV
 from infrarsi.runner.trial import TrialSpec, run_trial
 
 from .conftest import make_contract, reader_lag, tree_digest
@@ -290,7 +291,7 @@ def test_the_users_own_sitecustomize_still_runs(tmp_path):
 
 
 def test_a_process_that_never_imports_torch_does_not_pay_for_it(tmp_path):
-    env = {**os.environ, **launcher_env(tmp_path / "unused.fifo", steps=6, warmup_steps=2, pythonpath=None)}
+    env = {**os.environ, **launcher_env(tmp_path / "unused.fifo", warmup_steps=2, pythonpath=None)}
     code = "import sys; print('_infrarsi_launcher' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "False"], out.stderr
@@ -310,3 +311,51 @@ def test_a_cuda_budget_on_a_machine_without_cuda_leaves_the_job_measured(tmp_pat
     assert result.status is TrialStatus.OK, result.detail
     log = Path(result.log_path).read_text()
     assert result.step_times and "cuda initialised False" in log and "cuda initialised True" not in log
+
+
+SEES_ITS_WORLD = """
+    import json, os, time
+    import torch
+
+    world = {"environ": dict(os.environ), "proc": open("/proc/self/environ", "rb").read().decode(errors="replace")}
+    print("WORLD " + json.dumps(world), flush=True)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    for step in range(1000):
+        model(x).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        time.sleep(0.2)
+"""
+
+
+def _world(result) -> dict:
+    """What the job saw of its environment, with this trial's own workspace and token made generic."""
+    line = next(x for x in Path(result.log_path).read_text().splitlines() if x.startswith("WORLD "))
+    world = json.loads(line[len("WORLD "):])
+    workspace = str(Path(world["environ"][ENV_RECORDS]).parent.parent)
+    token = world["environ"].get(TOKEN_ENV, "")
+    return json.loads(line.replace(workspace, "<workspace>").replace(token, "<token>")[len("WORLD "):])
+
+
+def test_the_job_never_knows_how_many_steps_its_run_will_take(tmp_path):
+    """Two runs of the same job, 3 and 7 steps: what the job sees of its environment (through
+    Python and /proc) is the same in both, and each stops when InfraRSI says."""
+    repo, contract = job(tmp_path, SEES_ITS_WORLD)
+    short, long = trial(repo, contract, steps=3), trial(repo, contract, steps=7)
+    assert (short.status, short.steps_run, long.status, long.steps_run) == (TrialStatus.OK, 3, TrialStatus.OK, 7)
+    assert _world(short) == _world(long)
+
+
+def test_whole_process_times_come_from_infrarsis_clock_and_the_parameters_are_hashed_here(tmp_path):
+    repo, contract = job(tmp_path, SEES_ITS_WORLD)
+    short, long = trial(repo, contract, steps=2), trial(repo, contract, steps=8)
+    for result, steps in ((short, 2), (long, 8)):
+        assert result.status is TrialStatus.OK, result.detail
+        assert result.startup_s + sum(result.warmup_times + result.step_times) <= result.stopped_s <= result.process_s
+        assert result.process_s < result.wall_s and result.param_checksum[1] > 0
+    # Six more steps of at least 200 ms each, by the exits and by the stops (start-up varies by less).
+    assert long.process_s - short.process_s >= 6 * 0.2 - 0.15 and long.stopped_s - short.stopped_s >= 6 * 0.2 - 0.15
+    assert short.param_checksum != long.param_checksum

@@ -32,10 +32,10 @@ def test_steps_are_timed_by_arrival_from_the_start_record():
     arrivals.add(12.7, "step", step=1, loss=1.5, tokens=32, samples=4, flops=1000)
     assert [(s.index, round(s.dt, 6)) for s in feed.poll()] == [(0, 0.5), (1, 0.2)]
     arrivals.add(12.71, "probe", step=1, loss=1.5, tokens=32, phases={"forward": 0.1})
-    arrivals.add(12.8, "exit", peak_bytes=1234, device="cpu", param_sum=1.5, param_sq_sum=2.5, params=3)
+    arrivals.add(12.8, "exit", peak_bytes=1234, device="cpu", params=3)
     report = feed.finish()
     assert report.source == "launcher" and report.model_facts == {"params": 10, "layers": 1}
-    assert report.startup_s == 2.0 and report.flops_per_step == 1000 and report.param_checksum == [1.5, 2.5]
+    assert report.startup_s == 2.0 and report.flops_per_step == 1000 and report.params_pid == 100
     assert report.exit_peak_bytes == 1234 and report.steps[1].phases == {"forward": 0.1}
     assert report.problem == ""
 

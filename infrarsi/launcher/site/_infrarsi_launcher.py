@@ -21,9 +21,17 @@ must not pay for importing it). Standard library and torch only. What counts, ex
   With ``INFRARSI_CUDA_BUDGET_BYTES`` set, the CUDA caching allocator is held to it from the first
   top-level forward after the job initialised CUDA, so a setting that needs more fails at once with
   torch's own out-of-memory error.
-- After ``INFRARSI_STEPS`` steps the job is stopped here (in a script that uses the probe, at its
-  ``probe.step()`` for the last step, so that step's phases arrive too): an exit record (peak memory, a float64
-  checksum of the parameters the optimizers hold) and ``os._exit(0)``.
+- When to stop is InfraRSI's word, never known here in advance: after each step record the process
+  waits for one byte on its own control FIFO (``ctl-<pid>`` beside the channel), ``c`` to go on or
+  ``s`` to stop. On ``s`` (in a script that uses the probe, at its ``probe.step()`` for that step, so
+  its phases arrive too) the parameters the optimizers hold are written to ``params-<pid>.pt`` beside
+  the channel for InfraRSI to hash in its own process, then an exit record (peak memory) and
+  ``os._exit(0)``. A job that knew how many steps it will run could spend time only in the runs
+  that stop early (docs/launcher.md, "The deciding number").
+
+What the job's code could use to reach past the hooks is kept out of reach where Python allows it
+(defence in depth; the verdict never rests on it): the wrappers carry no ``__wrapped__``, and torch
+holds closures, not bound methods of an object that holds the channel.
 """
 
 import atexit
@@ -37,7 +45,6 @@ import time
 import weakref
 
 RECORDS = "INFRARSI_RECORDS"
-STEPS = "INFRARSI_STEPS"
 WARMUP = "INFRARSI_WARMUP_STEPS"
 CUDA_BUDGET = "INFRARSI_CUDA_BUDGET_BYTES"
 FLOP_STEP = 1
@@ -61,7 +68,8 @@ class _Channel:
         self.path = path
         self.fd = None
 
-    def send(self, record: dict) -> None:
+    def send(self, record: dict) -> bool:
+        """Whether the record went out (one too large for an atomic write is dropped)."""
         record.setdefault("rank", _rank())
         record.setdefault("pid", os.getpid())
         record.setdefault("t", _clock())
@@ -70,20 +78,43 @@ class _Channel:
             record["phases"] = {}
             data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         if len(data) >= _PIPE_BUF:
-            return
+            return False
         if self.fd is None:
             self.fd = os.open(self.path, os.O_WRONLY)
         os.write(self.fd, data)
+        return True
+
+    def beside(self, name: str) -> str:
+        return os.path.join(os.path.dirname(self.path), f"{name}-{os.getpid()}")
+
+
+class _Control:
+    """This process's control FIFO: InfraRSI's answer after each step record. Made before the
+    first step record goes out, so InfraRSI finds it when the record arrives."""
+
+    def __init__(self, channel: _Channel):
+        self.path = channel.beside("ctl")
+        os.mkfifo(self.path, 0o600)
+        self.fd = None
+
+    def stop_here(self) -> bool:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        while True:
+            try:
+                answer = os.read(self.fd, 1)
+            except InterruptedError:
+                continue
+            return answer != b"c"
 
 
 class _Observer:
     def __init__(self, channel: _Channel):
         self.channel = channel
-        self.total = int(os.environ.get(STEPS, "0") or 0)
         warmup = int(os.environ.get(WARMUP, "0") or 0)
-        # Never a measured step: the runner keeps the last step measured in a run shorter than its warm-up.
+        # Never a measured step, and inside every run's steps (InfraRSI stops no run inside its warm-up).
         flop_step = min(FLOP_STEP, warmup - 1)
-        self.flop_step = flop_step if 0 <= flop_step < (self.total or flop_step + 2) - 1 else None
+        self.flop_step = flop_step if flop_step >= 0 else None
         self.torch = None
         self.optimizers_made = 0
         self.first_optimizer = None
@@ -111,6 +142,7 @@ class _Observer:
         self.samples = 0
         self.flop_mode = None
         self.peak = 0
+        self.control = None
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -227,10 +259,12 @@ class _Observer:
             record["peak_bytes"] = peak
             torch.cuda.reset_peak_memory_stats()
         record["t"] = _clock()
-        self.channel.send(record)
+        if self.control is None:
+            self.control = _Control(self.channel)
+        sent = self.channel.send(record)
         self.step += 1
         self.losses, self.tokens, self.samples = [], 0, 0
-        if self.total and self.step >= self.total:
+        if sent and self.control.stop_here():
             if via != "probe" and 0 < self.probe_calls == self.step - 1:
                 # The script calls probe.step() after every step: wait for this one's phases.
                 self.stop_pending = True
@@ -267,16 +301,15 @@ class _Observer:
             peak, device = max(self.peak, int(torch.cuda.max_memory_allocated())), "cuda"
         else:
             peak, device = _peak_rss(), "cpu"
-        total, squares, count = self.checksum()
-        self.channel.send({"kind": "exit", "steps": self.step, "peak_bytes": peak, "device": device,
-                           "param_sum": total, "param_sq_sum": squares, "params": count})
+        count = self.save_params()
+        self.channel.send({"kind": "exit", "steps": self.step, "peak_bytes": peak, "device": device, "params": count})
 
-    def checksum(self) -> tuple:
-        """float64 sum and sum of squares over the parameters the optimizers hold (the top-level
-        modules' parameters when there is no optimizer)."""
+    def save_params(self) -> int:
+        """The parameters the optimizers hold (the top-level modules' when there is no optimizer),
+        in order, to ``params-<pid>.pt`` beside the channel: InfraRSI hashes them itself."""
         torch = self.torch
         if torch is None:
-            return None, None, 0
+            return 0
         params = {}
         optimizers = [ref() for ref in self.optimizers.values()]
         for optimizer in optimizers:
@@ -289,16 +322,9 @@ class _Observer:
                 for p in module.parameters() if module is not None else ():
                     params[id(p)] = p
         if not params:
-            return None, None, 0
-        sums = {}
-        with torch.no_grad():
-            for p in params.values():
-                x = p.detach().to(torch.float64)
-                s = sums.setdefault(x.device, [0, 0])
-                s[0] = s[0] + x.sum()
-                s[1] = s[1] + (x * x).sum()
-        return (sum(float(s[0]) for s in sums.values()), sum(float(s[1]) for s in sums.values()),
-                sum(p.numel() for p in params.values()))
+            return 0
+        torch.save([p.detach().cpu() for p in params.values()], self.channel.beside("params") + ".pt")
+        return sum(p.numel() for p in params.values())
 
     def compiling(self) -> bool:
         return self._is_compiling()
@@ -376,8 +402,20 @@ def _apply_settings_safely(torch) -> None:
         print(f"infrarsi launcher: cannot apply settings: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
 
+def _like(wrapper, wrapped):
+    """The wrapped function's name and docstring on ``wrapper``, and no ``__wrapped__`` leading
+    back to it (``functools.wraps`` would leave one)."""
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(wrapper, name, getattr(wrapped, name))
+        except (AttributeError, TypeError):
+            pass
+    return wrapper
+
+
 def _install(torch) -> None:
-    """Torch is imported: apply the requested settings; hook its optimizers, modules and backward."""
+    """Torch is imported: apply the requested settings; hook its optimizers, modules and backward.
+    Torch is handed closures, never the observer's bound methods."""
     _apply_settings_safely(torch)
     obs = _observer
     obs.torch = torch
@@ -386,23 +424,30 @@ def _install(torch) -> None:
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
     from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
-    register_optimizer_step_post_hook(obs.after_optimizer_step)
-    register_module_forward_pre_hook(obs.before_forward)
-    register_module_forward_hook(obs.after_forward, with_kwargs=True, always_call=True)
+    def after_step(optimizer, args, kwargs):
+        obs.after_optimizer_step(optimizer, args, kwargs)
+
+    def before_forward(module, args):
+        obs.before_forward(module, args)
+
+    def after_forward(module, args, *rest):
+        obs.after_forward(module, args, *rest)
+
+    register_optimizer_step_post_hook(after_step)
+    register_module_forward_pre_hook(before_forward)
+    register_module_forward_hook(after_forward, with_kwargs=True, always_call=True)
 
     made = Optimizer.__init__
 
-    @functools.wraps(made)
     def optimizer_init(self, *args, **kwargs):
         obs.optimizers_made += 1
         return made(self, *args, **kwargs)
 
-    Optimizer.__init__ = optimizer_init
+    Optimizer.__init__ = _like(optimizer_init, made)
 
     # Tensor.backward calls torch.autograd.backward, so this sees both.
     backward = torch.autograd.backward
 
-    @functools.wraps(backward)
     def observed_backward(tensors, *args, **kwargs):
         if obs.in_backward or obs.compiling():
             return backward(tensors, *args, **kwargs)
@@ -415,22 +460,28 @@ def _install(torch) -> None:
         obs.after_backward()
         return result
 
-    torch.autograd.backward = observed_backward
+    torch.autograd.backward = _like(observed_backward, backward)
 
     scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
     if scaler is not None:
         scale = scaler.scale
 
-        @functools.wraps(scale)
         def observed_scale(self, outputs):
             scaled = scale(self, outputs)
             if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor):
                 obs.scaled = (weakref.ref(scaled), outputs.detach())
             return scaled
 
-        scaler.scale = observed_scale
-    atexit.register(obs.at_exit)
-    os.register_at_fork(after_in_child=obs.forked)
+        scaler.scale = _like(observed_scale, scale)
+
+    def at_exit():
+        obs.at_exit()
+
+    def forked():
+        obs.forked()
+
+    atexit.register(at_exit)
+    os.register_at_fork(after_in_child=forked)
 
 
 def _install_safely(torch) -> None:

@@ -1,0 +1,83 @@
+"""When a trial's processes stop: decided in InfraRSI's process, one step at a time.
+
+A job that knew how many steps its run will take could spend time only in the runs that stop
+early, and the two-length measurement that decides a promotion (infrarsi/verification.py) would
+read that as faster steps. So the number never enters the job: after each step record, the
+launcher waits for one byte on its own control FIFO (``ctl-<pid>``, made by the launcher beside
+the record channel before its first step record): ``c`` to go on, ``s`` to stop after this step.
+The answer is written by the channel's reader thread the moment the record arrives.
+
+The FIFO lies in the job's writable workspace, so it is opened without following links and
+written only when it is a FIFO.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+GO, STOP = b"c", b"s"
+
+
+class StepControl:
+    """Answers each process's step records: go on until it has made ``steps`` steps."""
+
+    def __init__(self, directory: Path, steps: int):
+        self.directory = Path(directory)
+        self.steps = steps
+        self._lock = threading.Lock()
+        self._counts: dict[int, int] = {}
+        self._fds: dict[int, int | None] = {}
+        self._stopped: dict[int, float] = {}
+
+    def answer(self, record: dict) -> None:
+        """Called for every record as it arrives (on the channel's reader thread)."""
+        if record.get("kind") != "step":
+            return
+        pid = record.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            return
+        with self._lock:
+            count = self._counts.get(pid, 0) + 1
+            self._counts[pid] = count
+            fd = self._control(pid)
+            stop = count >= self.steps
+            if fd is None:
+                return
+            try:
+                os.write(fd, STOP if stop else GO)
+            except OSError:
+                return
+            if stop:
+                self._stopped.setdefault(pid, time.monotonic())
+
+    def stopped_at(self) -> float | None:
+        """time.monotonic() when the last process that stepped was told to stop; None when some
+        process that stepped was never told (the run ended or was killed before its last step)."""
+        with self._lock:
+            if not self._counts or set(self._counts) - set(self._stopped):
+                return None
+            return max(self._stopped.values())
+
+    def _control(self, pid: int) -> int | None:
+        if pid not in self._fds:
+            try:
+                # O_RDWR: never blocks for want of a reader, and the byte waits in the pipe for it.
+                fd = os.open(self.directory / f"ctl-{pid}", os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
+            except OSError:
+                fd = None
+            if fd is not None and not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
+                fd = None
+            self._fds[pid] = fd
+        return self._fds[pid]
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
+                if fd is not None:
+                    os.close(fd)
+            self._fds = {pid: None for pid in self._fds}
