@@ -11,13 +11,15 @@ watched pays for it in these times; one that does less work fails the parameter 
 InfraRSI computes itself from the parameters each process leaves behind. The job cannot tailor its
 work to its length: it never knows it (infrarsi/launcher/control.py).
 
-The per-step figure is the largest of three readings, each a bound a different forgery cannot
-lower: the difference of the exits; the difference of the stops (when InfraRSI told the job to
-stop, after its step records: time spent at exit only in the short run lowers the first, not this
-one; work deferred past the stop raises the first); and, for a candidate that declares no one-off
-start-up cost, its whole long run less the baseline's start-up, over its steps (work moved before
-the first step shortens both differences, but not this one). For an honest candidate the three
-agree within noise.
+The per-step figure is the largest of the readings that apply, each a bound a different forgery
+cannot lower: the difference of the exits; the difference of the stops (when InfraRSI told the job
+to stop, after its step records: time spent at exit only in the short run lowers the first, not
+this one; work deferred past the stop raises the first); and, for a candidate carrying code
+InfraRSI did not write (a model's diff) that declares no one-off start-up cost, its whole long run
+less the baseline's start-up, over its steps: work moved before the first step shortens both
+differences, but not this one. Such code is held to the baseline's start-up, since start-up it
+really adds (allocating more at once, say) is charged to its steps; knobs and the library's
+patches, which are InfraRSI's own code, are measured by the differences alone.
 
 A candidate is promoted only if the lower bound of its job-time speedup clears the promotion floor
 (``infrarsi.noise.PROMOTION_FLOOR``), every one of its reruns kept the loss invariant, its start-up
@@ -57,6 +59,8 @@ RunOne = Callable[[Candidate, int, int], TrialResult]
 it wherever it keeps trials."""
 DeclaredStartup = Callable[[Candidate], "float | None"]
 """The one-off start-up seconds a candidate declares (compilation); None: any start-up is its own."""
+Untrusted = Callable[[Candidate], bool]
+"""Whether a candidate carries code InfraRSI did not write (held to the baseline's start-up)."""
 RECORDS_DISAGREE = "the job's step records disagree with its wall time"
 MIN_STEP_S = 1e-6
 """A per-step difference at or below zero is noise larger than the steps: floored here, it gives
@@ -183,7 +187,8 @@ def run_pairs(arms: list[Candidate], run_one: RunOne, r: int, lengths: Lengths) 
 
 def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
                lengths: Lengths, floor: float, compare_steps: int,
-               declared_startup: DeclaredStartup = lambda _: 0.0) -> tuple[list[Verdict], list[Pair]]:
+               declared_startup: DeclaredStartup = lambda _: 0.0,
+               untrusted: Untrusted = lambda _: False) -> tuple[list[Verdict], list[Pair]]:
     """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and the
     baseline's pairs.
 
@@ -208,7 +213,8 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
         for arm in judged:
             verdicts[arm.key()] = judge(arm, base_pairs, pairs[arm.key()], lengths=lengths, floor=floor,
                                         compare_steps=compare_steps, confidence=rounds.confidence,
-                                        looks=rounds.looks * len(arms), declared_startup_s=declared_startup(arm))
+                                        looks=rounds.looks * len(arms), declared_startup_s=declared_startup(arm),
+                                        untrusted=untrusted(arm))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
@@ -279,6 +285,7 @@ def judge(
     confidence: float = 0.95,
     looks: int = 1,
     declared_startup_s: float | None = 0.0,
+    untrusted: bool = False,
 ) -> Verdict:
     """Promote or not, and say why, from the interleaved reruns of one candidate.
 
@@ -294,9 +301,9 @@ def judge(
         verdict.reason = f"{len(failed)} of {len(cand_runs)} reruns ended {failed[0].status.value}: {failed[0].detail}".strip(": ")
         return verdict
     base = _measured(base_pairs, lengths)
-    startup = statistics.median(m.startup_s for _, m in base) if base else 0.0
-    base = _measured(base_pairs, lengths, startup)
-    cand = _measured(cand_pairs, lengths, None if declared_startup_s is None else startup + declared_startup_s)
+    held = untrusted and declared_startup_s is not None and base
+    startup = statistics.median(m.startup_s for _, m in base) + declared_startup_s if held else None
+    cand = _measured(cand_pairs, lengths, startup)
     if len(base) < 2:
         verdict.reason = "fewer than two baseline rounds were measured (both lengths ok)"
         return verdict

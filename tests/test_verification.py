@@ -33,8 +33,8 @@ def runs(candidate: Candidate, steps: list[float], *, status=TrialStatus.OK, **k
                  long=run(candidate, s, LENGTHS.long, status=status, **kw)) for s in steps]
 
 
-def decide(base, cand, floor=1.02, candidate=FAST) -> Verdict:
-    return judge(candidate, base, cand, lengths=LENGTHS, floor=floor, compare_steps=3)
+def decide(base, cand, floor=1.02, candidate=FAST, untrusted=False) -> Verdict:
+    return judge(candidate, base, cand, lengths=LENGTHS, floor=floor, compare_steps=3, untrusted=untrusted)
 
 
 def test_whole_process_per_step_is_the_difference_of_the_two_lengths():
@@ -198,21 +198,34 @@ def test_only_candidates_ranked_ahead_of_the_baseline_are_verified():
 
 
 def test_work_moved_before_the_first_step_is_not_a_speedup():
-    """Train the steps during start-up, then step through cached results: both lengths take as
-    long, so their difference says the steps are almost free. The start-up grew by less than its
-    check allows (max(1 s, 25%)), but the long run less the baseline's start-up is the real pace:
-    not promoted; compilation, which declares its one-off cost, is."""
+    """A model's diff trains the steps during start-up, then steps through cached results: both
+    lengths take as long, so their difference says the steps are almost free. The start-up grew by
+    less than its check allows (max(1 s, 25%)), but code InfraRSI did not write is held to the
+    baseline's start-up, and its long run less that start-up is the real pace: not promoted.
+    Compilation, which declares its one-off cost, is."""
+    llm = Candidate(patches=("llm:0123456789ab",))
     base = runs(BASE, [0.138, 0.139, 0.1385], startup=4.0)
-    forged = [Pair(short=run(FAST, 0.001, 1, startup=4.0 + 6 * s), long=run(FAST, 0.001, 6, startup=4.0 + 6 * s))
+    forged = [Pair(short=run(llm, 0.001, 1, startup=4.0 + 6 * s), long=run(llm, 0.001, 6, startup=4.0 + 6 * s))
               for s in (0.138, 0.139, 0.1385)]
-    verdict = decide(base, forged)
+    verdict = decide(base, forged, candidate=llm, untrusted=True)
     assert not verdict.promoted and verdict.step_speedup[0] == pytest.approx(1.0, abs=0.02), verdict.reason
     assert verdict.record_step_speedup[0] > 100  # what the step records alone would have promoted
     # Moved further, the start-up check names it.
-    far = [Pair(short=run(FAST, 0.001, 1, startup=9.0), long=run(FAST, 0.001, 6, startup=9.0))] * 3
-    assert "work done before the first step" in decide(base, far).reason
-    compiled = judge(FAST, base, forged, lengths=LENGTHS, floor=1.02, compare_steps=3, declared_startup_s=None)
+    far = [Pair(short=run(llm, 0.001, 1, startup=9.0), long=run(llm, 0.001, 6, startup=9.0))] * 3
+    assert "work done before the first step" in decide(base, far, candidate=llm, untrusted=True).reason
+    compiled = judge(FAST, base, forged, lengths=LENGTHS, floor=1.02, compare_steps=3, declared_startup_s=None,
+                     untrusted=True)
     assert compiled.promoted, compiled.reason
+
+
+def test_a_knob_whose_start_up_really_grows_is_measured_by_the_differences_alone():
+    """A bigger micro-batch allocates more before its first step: 50 ms more start-up is its own,
+    not work of the steps, and its records and whole processes agree (the paced job's best)."""
+    base = runs(BASE, [0.138, 0.139, 0.1385])
+    bigger = runs(FAST, [0.0233, 0.0234, 0.0232], startup=1.05)
+    verdict = decide(base, bigger)
+    assert verdict.promoted and not verdict.contract
+    assert verdict.step_speedup[0] == pytest.approx(0.1385 / 0.0233, rel=0.01)
 
 
 def test_step_records_that_disagree_with_the_wall_time_are_a_contract_breach():

@@ -56,6 +56,10 @@ class TrialSpec:
     """Wall-clock limit of the run from launch (None: no limit)."""
     abort_step_time: float | None = None
     """Stop as aborted_slow once the measured steps are clearly slower than this (seconds)."""
+    baseline_steps: list[float] = field(default_factory=list)
+    """The baseline's time of each step by index, warm-up included: for the abort bound each step
+    is compared with the baseline's same step (``abort.like_baseline``), so periodic work the
+    baseline does too (an evaluation at step 0) never aborts a run."""
     check_loss: bool = True
     """Compare losses with the contract's reference (NaN and inf are always failures)."""
     numerics_by_design: bool = False
@@ -319,21 +323,26 @@ class _Trial:
                                       by_design=self.spec.numerics_by_design)
         if problem:
             return TrialStatus.NUMERICS, problem
-        _, measured = split_warmup(self._undisturbed(seen), self.contract.workload.warmup_steps,
-                                   self.spec.total_steps)
-        times = [s.dt for s in measured]
+        warmup = self.contract.workload.warmup_steps
+        _, measured = split_warmup(self._undisturbed(seen), warmup, self.spec.total_steps)
+        times = self._ordinary(measured)
+        like = " (each against the baseline's step of the same index)" if self.spec.baseline_steps else ""
         if abort.clearly_slower(times, self.spec.abort_step_time):
             return TrialStatus.ABORTED_SLOW, (
-                f"median of {len(times)} measured steps {statistics.median(times):.3g} s is above "
+                f"median of {len(times)} measured steps{like} {statistics.median(times):.3g} s is above "
                 f"the bound {self.spec.abort_step_time:.3g} s by more than {abort.MARGIN:.0%}"
             )
-        later = [s.dt for s in self._undisturbed(seen[1:])]
+        later = self._ordinary(self._undisturbed(seen[1:]))
         if abort.far_slower(later, self.spec.abort_step_time):
             return TrialStatus.ABORTED_SLOW, (
-                f"median of {len(later)} steps after the first {statistics.median(later):.3g} s is more than "
+                f"median of {len(later)} steps after the first{like} {statistics.median(later):.3g} s is more than "
                 f"{abort.FAR:g}x the bound {self.spec.abort_step_time:.3g} s"
             )
         return None
+
+    def _ordinary(self, steps: list[Step]) -> list[float]:
+        return abort.like_baseline([(s.index, s.dt) for s in steps], self.spec.baseline_steps,
+                                   self.contract.workload.warmup_steps)
 
     def _undisturbed(self, steps: list[Step]) -> list[Step]:
         """The steps that may count as slow: read by the interference monitor and not disturbed

@@ -34,7 +34,7 @@ from infrarsi.probe import PHASES
 from infrarsi.records.doctor import (BaselineRun, DoctorError, DoctorReport, Efficiency, MemoryUse, PhaseSplit,
                                      ReorderRun, save_doctor)
 from infrarsi.knobs.llm_roles import Claim, load_claims, save_claims
-from infrarsi.runner import interference
+from infrarsi.runner import abort, interference
 from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -327,7 +327,10 @@ def summarize(
         efficiency=efficiency,
         warnings=warnings,
     )
-    report.findings = where_time_goes(report)
+    report.findings = where_time_goes(report) + [
+        f"Step {index} carries {extra:.2f} s of extra work in every run (an evaluation, a sample, a checkpoint or "
+        "a logging burst): each trial's step is compared with the baseline's same step, so it never aborts one."
+        for index, extra in abort.periodic_steps([[*r.warmup_times, *r.step_times] for r in runs]).items()]
     return report
 
 

@@ -18,6 +18,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import LLMConfig, load_llm_config
+from infrarsi.patches.diff_patch import LLM_PREFIX
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, RunStatus, TrialRow,
@@ -69,6 +70,8 @@ class _Session:
         self.last_number = -1
         self.baseline: Candidate | None = None
         self.baseline_step_s: float | None = None
+        self.baseline_steps: list[float] = []
+        """The baseline trial's time of each step, warm-up included: the abort bound's reference."""
         self.slowdown = 1.0
         """The baseline's step time under the machine's current normal over its first: a bound on
         a slow trial (``abort_step_time``) is stretched by it, since every trial now runs slower."""
@@ -162,6 +165,7 @@ class _Session:
             candidate=candidate,
             steps=steps,
             abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
+            baseline_steps=self.baseline_steps,
             timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
@@ -363,6 +367,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
         raise _Stop(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
     result.baseline = base
     session.baseline_step_s = base.step_time
+    session.baseline_steps = [*base.warmup_times, *base.step_times]
     # Generous: a compiled candidate pays tens of seconds of start-up before its first step.
     session.timeout_s = max(180.0, 6 * base.wall_s)
     result.patch_checks = _validate_patches(session, baseline, patch_names)
@@ -445,7 +450,8 @@ def _verify(session: _Session, context, result: RunResult) -> None:
         top, context.baseline(), run_one,
         rounds=VERIFY_ROUNDS, lengths=Lengths.of(contract.workload), floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
-        declared_startup=lambda cand: _declared_startup(contract, cand))
+        declared_startup=lambda cand: _declared_startup(contract, cand),
+        untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches))
     result.promoted = best_promoted(result.verdicts)
     if result.promoted:
         lo = result.promoted.job_speedup[1]

@@ -22,6 +22,16 @@ def test_writes_markdown_html_and_plots_under_the_state_dir(repo):
         assert words in md, words
 
 
+def test_every_verified_candidate_shows_its_whole_process_and_record_figures(repo):
+    report(repo, formats=("md",))
+    md = (repo / ".infrarsi" / "report.md").read_text()
+    table = md[md.index("## Re-verified candidates"):]
+    table = table[:table.index("\n\n", table.index("|"))]
+    assert "| job speedup (95% CI) | per step | per step by its records |" in table
+    rows = [line for line in table.splitlines()[1:] if line.startswith("|") and "×" in line]
+    assert rows and all(line.count("×") == 3 for line in rows), rows
+
+
 def test_html_is_self_contained(repo):
     report(repo, formats=("html",))
     page = (repo / ".infrarsi" / "report.html").read_text()
