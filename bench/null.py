@@ -80,7 +80,7 @@ def main() -> None:
         repo = prepared(Path(tmp))
         contract, report = load_contract(repo), load_doctor(repo)
         noop = stored(repo, contract)
-        lengths = Lengths.of(contract.workload)
+        lengths = Lengths.recorded(contract.workload, report.verification_steps)
         baseline, same = Candidate(), Candidate(patches=(noop,))
 
         def run_one(candidate: Candidate, _round: int, steps: int) -> TrialResult:

@@ -62,6 +62,15 @@ DeclaredStartup = Callable[[Candidate], "float | None"]
 Untrusted = Callable[[Candidate], bool]
 """Whether a candidate carries code InfraRSI did not write (held to the baseline's start-up)."""
 RECORDS_DISAGREE = "the job's step records disagree with its wall time"
+ROUND_PRECISION = 0.03
+"""The relative standard error of one round's per-step figure the long length aims for: the steps
+between the two lengths must outlast the run-to-run spread of a whole process's time by
+sqrt(2) / ROUND_PRECISION times."""
+MAX_EXTRA_S = 30.0
+"""Steps are added to the long length for that precision only up to this many seconds of the
+baseline's steps: a verification round stays affordable on a job with a noisy start-up."""
+MIN_PROCESS_SD_S = 0.02
+"""The smallest run-to-run spread of a whole process's time believed from a few doctor runs."""
 MIN_STEP_S = 1e-6
 """A per-step difference at or below zero is noise larger than the steps: floored here, it gives
 an interval too wide to promote anything."""
@@ -76,11 +85,28 @@ class Lengths:
     planned: int
 
     @classmethod
-    def of(cls, workload: Workload) -> Lengths:
-        """The contract's length, and its warm-up (at least one step) as the short one: the steps
-        that carry one-off work (allocation, the counted FLOPs) are in both."""
+    def of(cls, workload: Workload, *, step_s: float | None = None, process_sd_s: float | None = None) -> Lengths:
+        """The warm-up (at least one step) as the short length: the steps that carry one-off work
+        (allocation, the counted FLOPs) are in both. The contract's length as the long one, longer
+        when the baseline's ``step_s`` is short against the spread of its whole-process time
+        (``process_sd_s``, doctor's runs): enough steps between the two that one round measures a
+        step within ROUND_PRECISION, at most MAX_EXTRA_S more of them, never past the owner's
+        planned length."""
         short = max(1, workload.warmup_steps)
-        return cls(short=short, long=max(workload.total_steps, short + 1), planned=workload.planned_steps)
+        long = max(workload.total_steps, short + 1)
+        if step_s and process_sd_s is not None:
+            need = math.ceil(math.sqrt(2) * max(process_sd_s, MIN_PROCESS_SD_S) / (ROUND_PRECISION * step_s))
+            extra = min(need, math.ceil(MAX_EXTRA_S / step_s))
+            long = max(long, min(short + extra, workload.planned_steps))
+        return cls(short=short, long=long, planned=workload.planned_steps)
+
+    @classmethod
+    def recorded(cls, workload: Workload, steps: list[int]) -> Lengths:
+        """The lengths doctor chose and measured the baseline at (``DoctorReport.verification_steps``);
+        the contract's own when doctor recorded none."""
+        if len(steps) == 2 and 1 <= steps[0] < steps[1]:
+            return cls(short=steps[0], long=steps[1], planned=workload.planned_steps)
+        return cls.of(workload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +137,13 @@ def whole_process(short: TrialResult, long: TrialResult, lengths: Lengths,
 
 
 def job_seconds(result: TrialResult, planned_steps: int) -> float | None:
-    """A search trial's job time from its step records: start-up once, then the planned steps at
-    the median measured step time (the search's cheap signal; never what promotes)."""
+    """A search trial's job time from its step records: start-up and what its warm-up steps took
+    beyond a steady step (a compilation, paid once) once, then the planned steps at the median
+    measured step time (the search's cheap signal; never what promotes)."""
     if result.step_time is None:
         return None
-    return (result.startup_s or 0.0) + planned_steps * result.step_time
+    one_off = sum(max(0.0, t - result.step_time) for t in result.warmup_times)
+    return (result.startup_s or 0.0) + one_off + planned_steps * result.step_time
 
 
 @dataclass(frozen=True, slots=True)

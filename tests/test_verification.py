@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
@@ -57,19 +59,29 @@ def test_whole_process_per_step_is_the_difference_of_the_two_lengths():
 def test_the_short_length_holds_the_warm_up_and_the_long_one_the_contract():
     from infrarsi.contract import Workload
 
-    def lengths(warmup: int, measured: int) -> Lengths:
-        return Lengths.of(Workload(entry="train.py", command=["python", "train.py"], global_batch=1, seq_len=1,
-                                   tokens_per_step=1, seed=0, warmup_steps=warmup, measured_steps=measured,
-                                   planned_steps=200))
+    def workload(warmup: int, measured: int, planned: int = 200) -> Workload:
+        return Workload(entry="train.py", command=["python", "train.py"], global_batch=1, seq_len=1,
+                        tokens_per_step=1, seed=0, warmup_steps=warmup, measured_steps=measured, planned_steps=planned)
 
-    assert lengths(3, 10) == Lengths(short=3, long=13, planned=200)
-    assert lengths(0, 5) == Lengths(short=1, long=5, planned=200)
-    assert lengths(0, 1) == Lengths(short=1, long=2, planned=200)
+    assert Lengths.of(workload(3, 10)) == Lengths(short=3, long=13, planned=200)
+    assert Lengths.of(workload(0, 5)) == Lengths(short=1, long=5, planned=200)
+    assert Lengths.of(workload(0, 1)) == Lengths(short=1, long=2, planned=200)
+    # Short steps against a spread start-up: enough steps between the two lengths that one round
+    # measures a step within 3% (sqrt(2) x 0.1 s / (0.03 x 0.03 s) = 158), never past the job.
+    assert Lengths.of(workload(3, 10), step_s=0.03, process_sd_s=0.1).long == 3 + 158
+    assert Lengths.of(workload(3, 10, planned=100), step_s=0.03, process_sd_s=0.1).long == 100
+    assert Lengths.of(workload(3, 10), step_s=1.0, process_sd_s=0.1).long == 13  # long steps: the contract's
+    assert Lengths.of(workload(3, 10, planned=5000), step_s=0.01, process_sd_s=1.0).long == 3 + 3000  # 30 s at most
+    assert Lengths.recorded(workload(3, 10), [3, 40]) == Lengths(short=3, long=40, planned=200)
+    assert Lengths.recorded(workload(3, 10), []) == Lengths.of(workload(3, 10))
 
 
 def test_a_search_trials_job_seconds_is_start_up_plus_the_planned_steps():
     assert job_seconds(run(FAST, 0.02, 6, startup=3.0), PLANNED) == pytest.approx(3.0 + 100 * 0.02)
     assert job_seconds(run(FAST, 0.02, 6, startup=None), PLANNED) == pytest.approx(2.0)
+    # A compiling candidate's warm-up is paid once, beside its steady steps.
+    compiled = replace(run(FAST, 0.02, 6, startup=3.0), warmup_times=[30.0, 1.0, 0.02])
+    assert job_seconds(compiled, PLANNED) == pytest.approx(3.0 + 29.98 + 0.98 + 100 * 0.02)
     assert job_seconds(TrialResult(status=TrialStatus.OOM, candidate=FAST), PLANNED) is None
 
 

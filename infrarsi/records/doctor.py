@@ -37,6 +37,8 @@ class BaselineRun:
     log_path: str
     param_checksum: list[float] | None = None
     """[sum, sum of squares] in float64 of the parameters after the run (the launcher's exit record)."""
+    process_s: float | None = None
+    """Launch to exit of the whole process, by InfraRSI's clock."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -128,6 +130,9 @@ class DoctorReport:
     param_checksum: list[float] | None = None
     """The baseline's parameters after its steps ([sum, sum of squares], float64, hashed in
     InfraRSI's process): what a candidate that trains the same model ends near."""
+    verification_steps: list[int] = field(default_factory=list)
+    """The two lengths verification runs every arm at (short, long), chosen from these runs' step
+    time and whole-process spread (``verification.Lengths.of``)."""
     checksums: dict[int, list[float]] = field(default_factory=dict)
     """The same after each length a trial may run (the contract's, and verification's short one),
     by step count: a run of that length is held to it. Never shown to the job or a model."""
@@ -179,6 +184,7 @@ class DoctorReport:
             reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
             efficiency=Efficiency(**eff),
             param_checksum=data.get("param_checksum"),
+            verification_steps=[int(n) for n in data.get("verification_steps", [])],
             checksums={int(k): list(v) for k, v in data.get("checksums", {}).items()},
             model_facts={k: int(v) for k, v in data.get("model_facts", {}).items()},
             findings=list(data.get("findings", [])),

@@ -23,15 +23,20 @@ noise makes a 3x difference, and the first step (compilation, allocator warm-up)
 
 
 def like_baseline(steps: Sequence[tuple[int, float]], baseline: Sequence[float], warmup: int) -> list[float]:
-    """Each ``(index, seconds)`` step as an ordinary step: divided by how much longer the baseline's
-    step of that index took than the baseline's median measured step (a step the baseline did not
-    run, or one no longer than usual, is left as it is)."""
+    """Each ``(index, seconds)`` step as an ordinary step, by the more lenient of two readings of
+    the baseline's step of that index: its extra seconds over the baseline's median measured step
+    taken away (periodic work that takes as long whatever the settings), or the step scaled by how
+    many times longer it was (work that speeds up with the rest). A step the baseline did not run,
+    or one no longer than usual, is left as it is."""
     measured = [t for t in baseline[warmup:] if t > 0]
     typical = statistics.median(measured) if measured else 0.0
     out = []
     for index, seconds in steps:
-        weight = baseline[index] / typical if typical and index < len(baseline) else 1.0
-        out.append(seconds / max(weight, 1.0))
+        base = baseline[index] if typical and index < len(baseline) else typical
+        if not typical or base <= typical:
+            out.append(seconds)
+        else:
+            out.append(max(0.0, min(seconds - (base - typical), seconds * typical / base)))
     return out
 
 

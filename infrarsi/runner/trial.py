@@ -56,6 +56,9 @@ class TrialSpec:
     """Wall-clock limit of the run from launch (None: no limit)."""
     abort_step_time: float | None = None
     """Stop as aborted_slow once the measured steps are clearly slower than this (seconds)."""
+    one_off_warmup: bool = False
+    """The candidate declares a one-off cost paid in its first steps (compilation): its warm-up is
+    never a reason to abort it; its measured steps still are."""
     baseline_steps: list[float] = field(default_factory=list)
     """The baseline's time of each step by index, warm-up included: for the abort bound each step
     is compared with the baseline's same step (``abort.like_baseline``), so periodic work the
@@ -332,7 +335,7 @@ class _Trial:
                 f"median of {len(times)} measured steps{like} {statistics.median(times):.3g} s is above "
                 f"the bound {self.spec.abort_step_time:.3g} s by more than {abort.MARGIN:.0%}"
             )
-        later = self._ordinary(self._undisturbed(seen[1:]))
+        later = [] if self.spec.one_off_warmup else self._ordinary(self._undisturbed(seen[1:]))
         if abort.far_slower(later, self.spec.abort_step_time):
             return TrialStatus.ABORTED_SLOW, (
                 f"median of {len(later)} steps after the first{like} {statistics.median(later):.3g} s is more than "

@@ -83,7 +83,8 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
                                         f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
         runs.append(result)
     contract = with_measured_workload(contract, runs)
-    checksums = _checksums(repo, contract, runs[0], log_root, on_event, sandbox)
+    lengths = _verification_lengths(contract, runs)
+    checksums = _checksums(repo, contract, lengths, runs[0], log_root, on_event, sandbox)
 
     reorder_knobs = _reorder_knobs(contract)
     reorder_result = None
@@ -104,6 +105,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     except ValueError as err:  # a baseline whose losses cannot serve as the reference
         raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
     report.checksums = checksums
+    report.verification_steps = [lengths.short, lengths.long]
     if peak_warning:
         report.warnings.append(peak_warning)
     report.background = interference.measured_background([r.interference for r in runs], idle, waited)
@@ -125,12 +127,20 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     return report
 
 
-def _checksums(repo: Path, contract: Contract, first: TrialResult, log_root: Path, on_event: EventSink,
-               sandbox: bool) -> dict[int, list[float]]:
+def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Lengths:
+    """Verification's two lengths, from the baseline runs' median step and the spread of their
+    whole-process times."""
+    times = [r.process_s for r in runs if r.process_s is not None]
+    steps = [s for r in runs for s in r.step_times]
+    spread = statistics.stdev(times) if len(times) >= 2 else None
+    return Lengths.of(contract.workload, step_s=statistics.median(steps) if steps else None, process_sd_s=spread)
+
+
+def _checksums(repo: Path, contract: Contract, lengths: Lengths, first: TrialResult, log_root: Path,
+               on_event: EventSink, sandbox: bool) -> dict[int, list[float]]:
     """The baseline's parameters after every length a trial may run: the contract's (the first
-    run's), and verification's short one, run here once. Raises DoctorError when that run fails."""
+    run's), and verification's two, run here once each. Raises DoctorError when a run fails."""
     checksums = {contract.workload.total_steps: first.param_checksum}
-    lengths = Lengths.of(contract.workload)
     for steps in sorted({lengths.short, lengths.long} - set(checksums)):
         on_event(Event("doctor", "log", f"the baseline for {steps} steps (verification's reference)"))
         result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(), check_loss=False, steps=steps,
@@ -314,7 +324,8 @@ def summarize(
         runs=[
             BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=r.step_time,
                         step_cv=noise.cv(r.step_times), startup_s=r.startup_s, wall_s=r.wall_s,
-                        peak_bytes=r.peak_bytes, log_path=r.log_path, param_checksum=r.param_checksum)
+                        peak_bytes=r.peak_bytes, log_path=r.log_path, param_checksum=r.param_checksum,
+                        process_s=r.process_s)
             for r in runs
         ],
         param_checksum=runs[0].param_checksum,

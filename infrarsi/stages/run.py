@@ -71,6 +71,8 @@ class _Session:
         self.baseline: Candidate | None = None
         self.baseline_step_s: float | None = None
         self.baseline_steps: list[float] = []
+        self.lengths = Lengths.of(contract.workload)
+        """Verification's two lengths: doctor's (``DoctorReport.verification_steps``)."""
         """The baseline trial's time of each step, warm-up included: the abort bound's reference."""
         self.slowdown = 1.0
         """The baseline's step time under the machine's current normal over its first: a bound on
@@ -166,6 +168,7 @@ class _Session:
             steps=steps,
             abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
             baseline_steps=self.baseline_steps,
+            one_off_warmup=candidate is not None and _declared_startup(self.contract, candidate) is None,
             timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
@@ -327,6 +330,7 @@ def run(
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = _Session(repo, contract, store, deadline, trials, on_event, sandbox)
     session.reference_checksums = doctor.checksums
+    session.lengths = Lengths.recorded(contract.workload, doctor.verification_steps)
     session.background = session.doctor_background = doctor.background or session.background
     session.quiet = quiet.QuietWaiter(session.background.limit_cores, wait_for_quiet, "run", on_event)
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
@@ -448,7 +452,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
 
     result.verdicts, _ = interleave(
         top, context.baseline(), run_one,
-        rounds=VERIFY_ROUNDS, lengths=Lengths.of(contract.workload), floor=result.promotion_floor,
+        rounds=VERIFY_ROUNDS, lengths=session.lengths, floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: _declared_startup(contract, cand),
         untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches))

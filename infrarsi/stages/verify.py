@@ -86,7 +86,6 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
         return VerifyResult(status=VerifyStatus.ERROR, message=f"{rev} has no parent and the contract records no base commit")
     result = VerifyResult(status=VerifyStatus.FAILED, message="", base=base, rev=commit.hexsha,
                           recorded=recorded_speedup(place, commit.hexsha), sandbox=mode_words(sandbox))
-    lengths = Lengths.of(contract.workload)
     log_root = repo / STATE_DIR / "verify"
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
     pairs: dict[str, list[Pair]] = {"base": [], "rev": []}
@@ -95,6 +94,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     except DoctorError:
         doctored = None
     background = (doctored.background if doctored else None) or Background.unmeasured(len(job_cores()))
+    lengths = Lengths.recorded(contract.workload, doctored.verification_steps if doctored else [])
     on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
                    done=0, total=4 * rounds.most))
     with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
