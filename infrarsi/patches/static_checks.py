@@ -12,15 +12,19 @@ differ from the original's:
   one more than the original: code the user already had is theirs, code a patch adds is judged.
 
 Names are resolved through the imports (``import infrarsi.probe as _p; _p._last = None`` is a
-write to ``infrarsi.probe._last``), so renaming an import does not hide a use. No static rule
-is complete (``getattr`` with a computed name, code built at run time): the trial's own checks
-(the workspace compared with its snapshot after the run, the loss and step checks) stand behind
-them, and docs/INTERFACES.md says which check covers what.
+write to ``infrarsi.probe._last``), so renaming an import does not hide a use; a standard module
+reached as another module's attribute is that module (``torch.os.system`` is ``os.system``), and
+``getattr(x, "name")`` with a literal name is ``x.name``. A computed name on a module, the dunder
+attributes that lead from a function or a frame to hidden objects, and torch's private names are
+refused outright. No static rule is complete (a module bound to a local name, code built at run
+time): the trial's own checks (the workspace compared with its snapshot after the run, the loss
+and step checks) stand behind them, and docs/INTERFACES.md says which check covers what.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass
 
@@ -39,6 +43,8 @@ RULES = {
     "process": "starts another process",
     "exit": "ends the process or hooks its exit",
     "outside": "reaches outside the workspace",
+    "reflection": "reaches objects through a computed name or introspection",
+    "torch_private": "reaches torch's private internals or global hooks",
 }
 SYMMETRIC = frozenset({"loss", "probe", "step"})
 """Rules whose findings must match exactly; the others only must not grow."""
@@ -50,8 +56,56 @@ _STEP_CALLEE = re.compile(r"optim|scaler|sched", re.IGNORECASE)
 _CLOCK_MODULES = ("time", "datetime")
 _INFRARSI = ("infrarsi", "_infrarsi_launcher", "sitecustomize", "usercustomize")
 """InfraRSI's package and what its launcher loads into the job before the job's own code."""
-# Attribute writes into torch that only set configuration: a legitimate speed patch makes them.
-_TORCH_SETTINGS = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.", "torch._functorch.config.")
+# The torch settings a legitimate speed patch may assign, by exact name: any other write into torch
+# (a prefix such as ``torch.backends.`` once let through ``torch.backends.cudnn.torch.<anything>``)
+# is a monkeypatch. Compiler options that write outside the work tree (caches, C++ wrappers,
+# debug dumps) or start processes are left out.
+_TORCH_SETTINGS = frozenset({
+    "torch.backends.cudnn.benchmark", "torch.backends.cudnn.benchmark_limit", "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cudnn.deterministic", "torch.backends.cudnn.enabled", "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction", "torch.backends.fp32_precision",
+    "torch.backends.cuda.matmul.fp32_precision", "torch.backends.cudnn.fp32_precision",
+    "torch.backends.cudnn.conv.fp32_precision", "torch.backends.cudnn.rnn.fp32_precision",
+    "torch.backends.mkldnn.enabled", "torch.backends.mkldnn.deterministic", "torch.backends.mkldnn.fp32_precision",
+    "torch.backends.mkldnn.matmul.fp32_precision", "torch.backends.mkldnn.conv.fp32_precision",
+    "torch.backends.opt_einsum.enabled", "torch.backends.opt_einsum.strategy",
+    "torch._dynamo.config.cache_size_limit", "torch._dynamo.config.recompile_limit",
+    "torch._dynamo.config.accumulated_cache_size_limit", "torch._dynamo.config.accumulated_recompile_limit",
+    "torch._dynamo.config.automatic_dynamic_shapes", "torch._dynamo.config.assume_static_by_default",
+    "torch._dynamo.config.capture_scalar_outputs", "torch._dynamo.config.capture_dynamic_output_shape_ops",
+    "torch._dynamo.config.optimize_ddp", "torch._dynamo.config.suppress_errors",
+    "torch._inductor.config.coordinate_descent_tuning",
+    "torch._inductor.config.coordinate_descent_check_all_directions",
+    "torch._inductor.config.epilogue_fusion", "torch._inductor.config.max_autotune",
+    "torch._inductor.config.max_autotune_gemm", "torch._inductor.config.max_autotune_pointwise",
+    "torch._inductor.config.aggressive_fusion", "torch._inductor.config.shape_padding",
+    "torch._inductor.config.comprehensive_padding", "torch._inductor.config.layout_optimization",
+    "torch._inductor.config.conv_1x1_as_mm", "torch._inductor.config.split_reductions",
+    "torch._inductor.config.permute_fusion", "torch._inductor.config.group_fusion",
+    "torch._inductor.config.triton.cudagraphs", "torch._inductor.config.triton.cudagraph_trees",
+    "torch._functorch.config.activation_memory_budget",
+})
+# Torch's private (``_``-prefixed) names a legitimate patch reads or calls: the settings above and
+# the compiler's reset/marking calls; ``torch._foreach_*`` (the multi-tensor ops) by _FOREACH.
+# Everything else private in torch is refused: the launcher's global hooks live there.
+_TORCH_PRIVATE_OK = _TORCH_SETTINGS | {"torch._dynamo.reset", "torch._dynamo.mark_dynamic",
+                                       "torch._dynamo.mark_static", "torch._dynamo.maybe_mark_dynamic", "torch._assert"}
+_FOREACH = re.compile(r"torch\._foreach_\w+")
+_TORCH_HOOKS = ("register_module_", "register_optimizer_step_")
+"""Registrars of torch's global module and optimizer hooks (``register_module_forward_hook``...)."""
+_STDLIB = frozenset(sys.stdlib_module_names)
+_SAME_AS = {"posix": "os", "nt": "os", "_posixsubprocess": "subprocess", "_signal": "signal", "_imp": "importlib",
+            "_frozen_importlib": "importlib", "_frozen_importlib_external": "importlib", "_pickle": "pickle",
+            "_ctypes": "ctypes", "_datetime": "datetime", "_multiprocessing": "multiprocessing"}
+"""C modules behind a standard module, judged as it."""
+# A package's own submodules that share a standard module's name: not re-exports. torch.multiprocessing
+# is left out on purpose: it is the standard module plus torch's sharing, and starts processes alike.
+_OWN_SUBMODULES = frozenset({
+    "torch.__future__", "torch.random", "torch.cuda.random", "torch.xpu.random", "torch.signal", "torch.types",
+    "torch.fx.traceback", "torch.distributed.elastic.utils.logging",
+    "torch.distributed.flight_recorder.components.types", "scipy.signal",
+})
 _IMPORT_SYSTEM = ("sys.modules", "sys.meta_path", "sys.path", "sys.path_hooks", "sys.path_importer_cache",
                   "sys.pycache_prefix", "sys.dont_write_bytecode", "sys.settrace", "sys.setprofile",
                   "sys.addaudithook", "builtins.__import__", "importlib.reload", "importlib.invalidate_caches")
@@ -68,6 +122,20 @@ _OUTSIDE = ("tempfile", "os.path.expanduser", "os.path.expandvars", "pathlib.Pat
 _STATE = re.compile(r"INFRARSI_|\.infrarsi", re.IGNORECASE)
 """InfraRSI's environment variables and state folder: where the probe file and the references live."""
 _ABSOLUTE = re.compile(r"^(?:/[\w.~-]|~)|(?:^|/)\.\.(?:/|$)")
+_REFLECTION = ("gc.get_objects", "gc.get_referents", "gc.get_referrers", "sys._getframe", "sys._current_frames",
+               "sys._getframemodulename", "inspect.currentframe", "inspect.getclosurevars", "inspect.stack",
+               "inspect.trace", "inspect.getouterframes", "inspect.getinnerframes", "inspect.unwrap",
+               "inspect.getmembers", "inspect.getmembers_static", "inspect.getattr_static", "traceback.walk_stack",
+               "traceback.walk_tb", "operator.attrgetter", "operator.methodcaller", "unittest.mock")
+"""Walkers of the heap and the stack, and attribute access or patching by a name in a string."""
+_HIDDEN = frozenset({"__wrapped__", "__closure__", "__globals__", "cell_contents", "__self__", "__func__", "__code__",
+                     "__defaults__", "__kwdefaults__", "__builtins__", "__subclasses__", "f_globals", "f_locals",
+                     "f_builtins", "f_back", "gi_frame", "cr_frame", "ag_frame", "tb_frame"})
+"""Attributes that lead from a wrapper, a function or a frame to the objects it hides (the launcher's
+originals behind its wrappers): a training script has no use for them."""
+_ACCESSORS = frozenset({"__dict__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__"})
+"""Attribute access by a computed name, spelled as a dunder: refused on a guarded module."""
+_ATTR_FUNCS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +153,84 @@ def _matches(qualified: str, prefixes: tuple[str, ...]) -> bool:
                                                                     qualified.startswith(p)) for p in prefixes)
 
 
+def _resolve(name: str) -> str:
+    """What a dotted name really is: a standard module (or torch) reached as another module's
+    attribute is that module, ``torch.os._exit`` is ``os._exit`` and ``model.torch.cuda`` is
+    ``torch.cuda``; ``argparse._sys`` is ``sys``, ``posix.system`` is ``os.system``."""
+    parts = name.split(".")
+    parts[0] = _SAME_AS.get(parts[0], parts[0])
+    i = 1
+    while i < len(parts):
+        # ``time.time``, ``datetime.datetime``: a module's namesake attribute is no re-export
+        if parts[i] != parts[i - 1] and ".".join(parts[: i + 1]) not in _OWN_SUBMODULES and (
+                root := _module_named(parts[i])):
+            parts, i = [root, *parts[i + 1:]], 1
+        else:
+            i += 1
+    return ".".join(parts)
+
+
+def _module_named(part: str) -> str | None:
+    """The module an attribute called ``part`` holds when it is torch or a standard module (``os``,
+    a private alias such as ``_sys``, ``posix`` for ``os``), else None."""
+    if part == "torch" or part in _STDLIB:
+        return _SAME_AS.get(part, part)
+    if part[:1] == "_" and part[1:2] != "_" and part[1:] in _STDLIB:
+        return part[1:]
+    return None
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _torch_private(name: str) -> bool:
+    """Whether ``name`` reaches one of torch's private names (a global hook registry, ``torch._C``)
+    or its global-hook registrars, other than the allowed ones."""
+    parts = name.split(".")
+    if parts[0] != "torch":
+        return False
+    if any(p.startswith(_TORCH_HOOKS) for p in parts[1:]):
+        return True
+    if not any(_private(p) for p in parts[1:]) or _FOREACH.fullmatch(name):
+        return False
+    # an allowed name, a module on the way to one, or a public attribute of one
+    return not any(allowed == name or allowed.startswith(name + ".") or (
+        name.startswith(allowed + ".") and not any(_private(p) for p in name[len(allowed) + 1:].split(".")))
+        for allowed in _TORCH_PRIVATE_OK)
+
+
+def _guarded(name: str) -> bool:
+    """A module no patch may read by a computed name: torch's, InfraRSI's and the standard library's
+    (the builtins module itself, not every builtin: ``super().__getattr__(name)`` is ordinary code)."""
+    root = name.split(".")[0]
+    if root == "builtins":
+        return name == "builtins"
+    return root == "torch" or root in _STDLIB or _matches(name, _INFRARSI)
+
+
+def _reference_rule(name: str) -> str | None:
+    """The rule a use of the (resolved) qualified ``name`` breaks, if any."""
+    if _matches(name, _INFRARSI):
+        return None if name in (*_PROBE_CALLS, "infrarsi.probe", "infrarsi") else "infrarsi"
+    for rule, prefixes in (("imports", _IMPORT_SYSTEM), ("dynamic", _DYNAMIC), ("process", _PROCESS),
+                           ("exit", _EXIT), ("outside", _OUTSIDE), ("reflection", _REFLECTION)):
+        if _matches(name, prefixes):
+            return rule
+    base, _, leaf = name.rpartition(".")
+    if leaf in _HIDDEN or (leaf in _ACCESSORS and _guarded(base)):
+        return "reflection"
+    return "torch_private" if _torch_private(name) else None
+
+
+def _literal_name(node: cst.BaseExpression) -> str | None:
+    """The value of a string literal (``"a"``, ``"a" "b"``), or None when it is computed."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
 class _Reader(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
@@ -93,6 +239,8 @@ class _Reader(cst.CSTVisitor):
         self.found: list[Finding] = []
         self.flow: list[str] = []
         self.loops: list[cst.CSTNode] = []
+        self.called: set[int] = set()
+        """ids of the nodes called as functions: ``getattr`` as a value is refused, a call is judged."""
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -104,9 +252,34 @@ class _Reader(cst.CSTVisitor):
         where = "|".join(self.flow) if flow else ""
         self.found.append(Finding(rule, code, f"{rule}:{_squeeze(code)}@{where}"))
 
-    def names(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())
-                if q.source.name in ("IMPORT", "BUILTIN")}
+    def names(self, node: cst.CSTNode, *, raw: bool = False) -> set[str]:
+        """Qualified names of ``node``, resolved (``_resolve``) unless ``raw``; ``getattr(x, "a")``
+        with a literal name is named as ``x.a``, and so is an attribute of it."""
+        found = self._through_getattr(node)
+        if found is None:  # libcst names a call (and an attribute of one) after the function called
+            found = {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())
+                     if q.source.name in ("IMPORT", "BUILTIN")}
+        return found if raw else {_resolve(name) for name in found}
+
+    def _through_getattr(self, node: cst.CSTNode) -> set[str] | None:
+        """``getattr(x, "a").b`` named ``x.a.b``; None when ``node`` is no such chain."""
+        attrs = []
+        while isinstance(node, cst.Attribute):
+            attrs.append(node.attr.value)
+            node = node.value
+        if not (isinstance(node, cst.Call) and self._is_getattr(node)):
+            return None
+        attr = _literal_name(node.args[1].value)
+        if attr is None:
+            return None
+        suffix = ".".join([attr, *reversed(attrs)])
+        return {f"{name}.{suffix}" for name in self.names(node.args[0].value, raw=True)}
+
+    def _is_getattr(self, call: cst.Call) -> bool:
+        return len(call.args) >= 2 and "builtins.getattr" in self.names(call.func)
+
+    def guarded(self, node: cst.BaseExpression) -> bool:
+        return any(_guarded(name) for name in self.target_names(node))
 
     def target_names(self, node: cst.BaseExpression) -> set[str]:
         """Qualified names of the outermost part of an attribute/subscript/call chain that has one."""
@@ -117,7 +290,8 @@ class _Reader(cst.CSTVisitor):
             if isinstance(node, (cst.Attribute, cst.Subscript)):
                 node = node.value
             elif isinstance(node, cst.Call):
-                node = node.func
+                # getattr(x, ...) is a part of x, not of getattr
+                node = node.args[0].value if self._is_getattr(node) else node.func
             else:
                 return set()
 
@@ -148,20 +322,23 @@ class _Reader(cst.CSTVisitor):
             return self.targets_loss(target.value)
         return any(_LOSS_NAME.search(n) for n in self._chain_names(target))
 
-    def _write(self, target: cst.BaseExpression, stmt: cst.CSTNode) -> None:
-        """A store into ``target``: module attributes, the import system, the clock."""
+    def _write(self, target: cst.BaseExpression, stmt: cst.CSTNode, *, setting: bool = True) -> None:
+        """A store into ``target``: module attributes, the import system, the clock. ``setting``:
+        whether an assignment to a torch setting's exact name is one (a ``del`` is not)."""
         if isinstance(target, (cst.Tuple, cst.List)):
             for e in target.elements:
-                self._write(e.value, stmt)
+                self._write(e.value, stmt, setting=setting)
             return
         if isinstance(target, cst.StarredElement):
-            return self._write(target.value, stmt)
+            return self._write(target.value, stmt, setting=setting)
         if not isinstance(target, (cst.Attribute, cst.Subscript)):
             return
+        # a subscript stores into the object a setting holds, not the setting
+        setting = setting and isinstance(target, cst.Attribute)
         for name in self.target_names(target):
-            self._judge_write(name, stmt)
+            self._judge_write(name, stmt, setting=setting)
 
-    def _judge_write(self, name: str, stmt: cst.CSTNode) -> None:
+    def _judge_write(self, name: str, stmt: cst.CSTNode, *, setting: bool = False) -> None:
         if _matches(name, _CLOCK_MODULES):
             self.add("clock", stmt)
         elif _matches(name, _INFRARSI):
@@ -170,7 +347,7 @@ class _Reader(cst.CSTVisitor):
             self.add("imports", stmt)
         elif _matches(name, ("os.environ", "os.environb")):
             self.add("outside", stmt)
-        elif not name.startswith(_TORCH_SETTINGS):
+        elif not (setting and name in _TORCH_SETTINGS):
             self.add("monkeypatch", stmt)
 
     # --- control flow ------------------------------------------------------------------------
@@ -260,7 +437,7 @@ class _Reader(cst.CSTVisitor):
         self._write(node.target, node)
 
     def visit_Del(self, node: cst.Del) -> None:
-        self._write(node.target, node)
+        self._write(node.target, node, setting=False)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         if self.targets_loss(node.target):
@@ -288,10 +465,16 @@ class _Reader(cst.CSTVisitor):
             self._imported(f"{base}.{self.code(alias.name)}", node)
 
     def _imported(self, name: str, node: cst.CSTNode) -> None:
-        for rule, prefixes in (("infrarsi", _INFRARSI), ("dynamic", _DYNAMIC),
-                               ("process", _PROCESS), ("exit", ("atexit",)), ("outside", ("tempfile", "shutil"))):
-            if _matches(name, prefixes):
-                self.add(rule, node)
+        # the name as written (``from torch._dynamo.polyfills import os``) and as what it is (``os``)
+        for each in dict.fromkeys((name, _resolve(name))):
+            for rule, prefixes in (("infrarsi", _INFRARSI), ("dynamic", _DYNAMIC), ("process", _PROCESS),
+                                   ("exit", ("atexit",)), ("outside", ("tempfile", "shutil")),
+                                   ("reflection", _REFLECTION)):
+                if _matches(each, prefixes):
+                    self.add(rule, node)
+                    return
+            if _torch_private(each):
+                self.add("torch_private", node)
                 return
 
     # --- expressions -------------------------------------------------------------------------
@@ -307,33 +490,50 @@ class _Reader(cst.CSTVisitor):
         if _LOSS_FN.search(leaf) or (leaf.endswith("_") and not leaf.startswith("_")
                                      and any(_LOSS_NAME.search(n) for n in self._chain_names(node.func)[1:])):
             self.add("loss", node, flow=True)
-        if names & {"builtins.setattr", "builtins.delattr"} and node.args:
+        self.called.add(id(node.func))
+        if names & _ATTR_FUNCS and node.args:
+            self._attribute_call(node, names)
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _ACCESSORS and node.args \
+                and self.guarded(node.args[0].value):
+            self.add("reflection", node)  # object.__getattribute__(torch, name), type(m).__setattr__(m, ...)
+
+    def _attribute_call(self, node: cst.Call, names: set[str]) -> None:
+        """``getattr``/``hasattr``/``setattr``/``delattr``: a literal name is the attribute itself
+        (``setattr(time, "perf_counter", f)`` writes ``time.perf_counter``); a computed one on a
+        guarded module is refused, whatever it would name."""
+        attr = _literal_name(node.args[1].value) if len(node.args) > 1 else None
+        if attr is None and self.guarded(node.args[0].value):
+            self.add("reflection", node)
+        if names & {"builtins.setattr", "builtins.delattr"}:
             for name in self.target_names(node.args[0].value):
-                self._judge_write(name, node)
+                if attr is None:
+                    self._judge_write(name, node)
+                else:
+                    self._judge_write(_resolve(f"{name}.{attr}"), node, setting="builtins.setattr" in names)
+        elif attr is not None and "builtins.getattr" in names:
+            self._reference(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._reference(node)
+        attr = node.attr.value
+        if attr in _HIDDEN or (attr in _ACCESSORS and self.guarded(node.value)):
+            self.add("reflection", node)  # fn.__closure__, torch.__dict__, sys.modules["x"].__dict__
+        else:
+            self._reference(node)
 
     def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "__builtins__" or (id(node) not in self.called and self.names(node) & _ATTR_FUNCS):
+            # __builtins__, or getattr handed on as a value (reduce(getattr, names, torch)): no call to judge
+            self.add("reflection", node)
         self._reference(node)
 
     def _reference(self, node: cst.BaseExpression) -> None:
         for name in self.names(node):
-            if _matches(name, _INFRARSI) and name not in (*_PROBE_CALLS, "infrarsi.probe", "infrarsi"):
-                self.add("infrarsi", node)
-            elif _matches(name, _IMPORT_SYSTEM):
-                self.add("imports", node)
-            elif _matches(name, _DYNAMIC):
-                self.add("dynamic", node)
-            elif _matches(name, _PROCESS):
-                self.add("process", node)
-            elif _matches(name, _EXIT):
-                self.add("exit", node)
-            elif _matches(name, _OUTSIDE):
-                self.add("outside", node)
-            else:
-                continue
-            return  # the outermost name that matched says it; its parts need not say it again
+            if rule := _reference_rule(name):
+                self.add(rule, node)
+                return  # the outermost name that matched says it; its parts need not say it again
+        # a private part of torch that the resolved name no longer shows (torch._dynamo.polyfills.os)
+        if any(_torch_private(name) for name in self.names(node, raw=True)):
+            self.add("torch_private", node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         self._literal(node, node.evaluated_value)
@@ -349,6 +549,8 @@ class _Reader(cst.CSTVisitor):
             self.add("infrarsi", node)
         elif _ABSOLUTE.search(text):
             self.add("outside", node)
+        elif text in _HIDDEN:
+            self.add("reflection", node)  # getattr(f, "__globals__"), attrgetter("__closure__")
 
 
 def _trains(loop: cst.CSTNode) -> bool:
