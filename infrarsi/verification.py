@@ -98,6 +98,8 @@ class Lengths:
             need = math.ceil(math.sqrt(2) * max(process_sd_s, MIN_PROCESS_SD_S) / (ROUND_PRECISION * step_s))
             extra = min(need, math.ceil(MAX_EXTRA_S / step_s))
             long = max(long, min(short + extra, workload.planned_steps))
+        # A job is told the same step count in every run (runner.command.job_steps): none longer.
+        long = min(long, max(workload.planned_steps, workload.total_steps, short + 1))
         return cls(short=short, long=long, planned=workload.planned_steps)
 
     @classmethod

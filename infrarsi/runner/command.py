@@ -41,6 +41,15 @@ def patches_to_apply(contract: Contract, candidate: Candidate) -> tuple[str, ...
     return tuple(dict.fromkeys([*candidate.patches, *implied]))
 
 
+def job_steps(contract: Contract) -> int:
+    """The step count every trial of this contract passes to the job's step knob, whatever the
+    run's own length: the owner's planned length (or the contract's, when longer). InfraRSI stops
+    each run after its own steps (infrarsi/launcher/control.py); a job told its run's length could
+    spend time only in the runs that end early, and its schedules are the owner's this way."""
+    w = contract.workload
+    return max(w.planned_steps, w.total_steps, max(1, w.warmup_steps) + 1)
+
+
 def trial_knob_values(contract: Contract, knobs: dict[str, KnobValue], steps: int) -> dict[str, KnobValue]:
     """Every knob value the trial sets: the candidate's, then the step count (which wins). A knob a
     patch adds is left out at its default: the script runs without the patch and has no such knob."""

@@ -29,7 +29,8 @@ from infrarsi.launcher.control import StepControl
 from infrarsi.launcher.settings import settings_env
 from infrarsi.runner import abort, accounting, bytecode, checks, sandbox
 from infrarsi.runner.interference import Background, InterferenceMonitor, TrialInterference
-from infrarsi.runner.command import build_argv, local_ranks, patches_to_apply, source_knobs, trial_knob_values
+from infrarsi.runner.command import (build_argv, job_steps, local_ranks, patches_to_apply, source_knobs,
+                                     trial_knob_values)
 from infrarsi.runner.environment import interpreter_env, trial_environment
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
@@ -183,7 +184,7 @@ class _Trial:
                 reason, breaks_scope = failure
                 self.fail(TrialStatus.CONTRACT if breaks_scope else TrialStatus.CRASH, reason)
                 return False
-        self.values = trial_knob_values(self.contract, self.spec.candidate.knobs, self.spec.total_steps)
+        self.values = trial_knob_values(self.contract, self.spec.candidate.knobs, job_steps(self.contract))
         reason = workspace.write_knobs(source_knobs(self.contract, self.values))
         if reason:
             self.fail(TrialStatus.CRASH, reason)

@@ -314,10 +314,11 @@ def test_a_cuda_budget_on_a_machine_without_cuda_leaves_the_job_measured(tmp_pat
 
 
 SEES_ITS_WORLD = """
-    import json, os, time
+    import json, os, sys, time
     import torch
 
-    world = {"environ": dict(os.environ), "proc": open("/proc/self/environ", "rb").read().decode(errors="replace")}
+    world = {"environ": dict(os.environ), "proc": open("/proc/self/environ", "rb").read().decode(errors="replace"),
+             "argv": sys.argv}
     print("WORLD " + json.dumps(world), flush=True)
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 8)
@@ -342,8 +343,10 @@ def _world(result) -> dict:
 
 def test_the_job_never_knows_how_many_steps_its_run_will_take(tmp_path):
     """Two runs of the same job, 3 and 7 steps: what the job sees of its environment (through
-    Python and /proc) is the same in both, and each stops when InfraRSI says."""
-    repo, contract = job(tmp_path, SEES_ITS_WORLD)
+    Python and /proc) and its arguments (the step knob says the planned length) are the same in
+    both, and each stops when InfraRSI says."""
+    repo, contract = job(tmp_path, SEES_ITS_WORLD, knob_list=[
+        Knob(name="max_iters", role="steps", type="int", default=1000, flag="--max_iters")])
     short, long = trial(repo, contract, steps=3), trial(repo, contract, steps=7)
     assert (short.status, short.steps_run, long.status, long.steps_run) == (TrialStatus.OK, 3, TrialStatus.OK, 7)
     assert _world(short) == _world(long)

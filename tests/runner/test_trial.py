@@ -50,7 +50,8 @@ def test_ok_measures_every_step_and_leaves_logs_under_the_state_dir(make_repo):
     # ...after its probe.step() for that step: every step's phases arrived.
     kinds = [json.loads(line)["kind"] for line in open(result.probe_path)]
     assert kinds.count("step") == kinds.count("probe") == 6 and kinds[-1] == "exit"
-    assert "--max_iters=6" in open(result.log_path.replace("output.log", "command.txt")).read()
+    # The step knob says the owner's planned length, whatever this run's: InfraRSI stops it.
+    assert "--max_iters=1000" in open(result.log_path.replace("output.log", "command.txt")).read()
     assert [e.data["step"] for e in events if e.kind == "report"] == list(range(6))
     assert result.hunks == []
 
