@@ -76,8 +76,9 @@ def test_apply_commits_the_promoted_candidate_on_a_branch_and_touches_nothing_el
     # spent one on micro-batch 16 without checkpointing, which does not fit).
     ended = sorted({t.status for t in run.trials})
     assert "ok" in ended
-    for words in (f"Run {run.run_id}", "promotion floor", "95% CI", "interleaved reruns", "peak memory",
-                  f"trials: {len(run.trials)}", *ended, "Audited paths", "  train.py"):
+    for words in (f"Run {run.run_id}", "promotion floor", "95% CI", "interleaved rounds of whole processes",
+                  "per step by the job's own step records", "peak memory", f"trials: {len(run.trials)}", *ended,
+                  "Audited paths", "  train.py"):
         assert words in message, (words, message)
     for name, value in chosen.items():
         assert f"{name}={value}" in message or value == _defaults_in((ran / "train.py").read_text())[name]
