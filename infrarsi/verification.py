@@ -71,6 +71,10 @@ MAX_EXTRA_S = 30.0
 baseline's steps: a verification round stays affordable on a job with a noisy start-up."""
 MIN_PROCESS_SD_S = 0.02
 """The smallest run-to-run spread of a whole process's time believed from a few doctor runs."""
+MIN_PROCESS_CV = 0.025
+"""The smallest spread believed as a share of the process's time: across interleaved verification
+rounds of the README's job (6.2 s processes) it was 0.15 s, 2.5%, four times what doctor's three
+back-to-back runs showed (docs/benchmarks.md, whole-process verification)."""
 MIN_STEP_S = 1e-6
 """A per-step difference at or below zero is noise larger than the steps: floored here, it gives
 an interval too wide to promote anything."""
@@ -85,17 +89,19 @@ class Lengths:
     planned: int
 
     @classmethod
-    def of(cls, workload: Workload, *, step_s: float | None = None, process_sd_s: float | None = None) -> Lengths:
+    def of(cls, workload: Workload, *, step_s: float | None = None, process_sd_s: float | None = None,
+           process_s: float = 0.0) -> Lengths:
         """The warm-up (at least one step) as the short length: the steps that carry one-off work
         (allocation, the counted FLOPs) are in both. The contract's length as the long one, longer
         when the baseline's ``step_s`` is short against the spread of its whole-process time
-        (``process_sd_s``, doctor's runs): enough steps between the two that one round measures a
-        step within ROUND_PRECISION, at most MAX_EXTRA_S more of them, never past the owner's
-        planned length."""
+        (``process_sd_s`` of doctor's runs, believed no smaller than MIN_PROCESS_CV of their time
+        ``process_s``): enough steps between the two that one round measures a step within
+        ROUND_PRECISION, at most MAX_EXTRA_S more of them, never past the owner's planned length."""
         short = max(1, workload.warmup_steps)
         long = max(workload.total_steps, short + 1)
         if step_s and process_sd_s is not None:
-            need = math.ceil(math.sqrt(2) * max(process_sd_s, MIN_PROCESS_SD_S) / (ROUND_PRECISION * step_s))
+            spread = max(process_sd_s, MIN_PROCESS_CV * process_s, MIN_PROCESS_SD_S)
+            need = math.ceil(math.sqrt(2) * spread / (ROUND_PRECISION * step_s))
             extra = min(need, math.ceil(MAX_EXTRA_S / step_s))
             long = max(long, min(short + extra, workload.planned_steps))
         # A job is told the same step count in every run (runner.command.job_steps): none longer.

@@ -133,7 +133,8 @@ def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Length
     times = [r.process_s for r in runs if r.process_s is not None]
     steps = [s for r in runs for s in r.step_times]
     spread = statistics.stdev(times) if len(times) >= 2 else None
-    return Lengths.of(contract.workload, step_s=statistics.median(steps) if steps else None, process_sd_s=spread)
+    return Lengths.of(contract.workload, step_s=statistics.median(steps) if steps else None, process_sd_s=spread,
+                      process_s=statistics.median(times) if times else 0.0)
 
 
 def _checksums(repo: Path, contract: Contract, lengths: Lengths, first: TrialResult, log_root: Path,
