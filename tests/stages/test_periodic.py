@@ -6,6 +6,7 @@ aborts, and no missed ones either."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from infrarsi.records import load_doctor
@@ -38,3 +39,18 @@ def test_periodic_work_is_named_and_never_aborts_a_trial(tmp_path):
         if t.status == "aborted_slow":
             assert step_s(t.candidate["knobs"]) > ABORT_FACTOR * best, (t.candidate, t.detail)
             assert "each against the baseline's step of the same index" in t.detail
+
+
+def test_a_loop_shorter_than_its_planned_steps_is_verified_at_the_contracts_length(tmp_path):
+    """Its data runs out after 20 steps whatever the step knob says: doctor's run at the longer
+    length it chose for verification ends early, so verification keeps the contract's 13 steps and
+    doctor says why."""
+    repo = tmp_path / "short_loop"
+    shutil.copytree(PERIODIC, repo)
+    train = repo / "train.py"
+    train.write_text(train.read_text().replace("for it in range(args.max_iters):", "for it in range(min(args.max_iters, 20)):"))
+    repo = measured_copy(repo, tmp_path / "copy")
+    report = load_doctor(repo)
+    assert report.verification_steps == [3, 13] and sorted(report.checksums) == [3, 13], report.verification_steps
+    assert any("did not run the" in w and "verification runs the contract's 13" in w for w in report.warnings), \
+        report.warnings
