@@ -3,8 +3,9 @@
 The number that decides comes from InfraRSI's clock over whole trial processes, launch to exit,
 never from what the job reports: the launcher lives in the job's process, so anything it sends can
 be rewritten by the candidate's code. In every round each arm (the baseline and every candidate)
-runs twice, at the contract's length and at a short one (:class:`Lengths`). Per step is the
-difference of the two lengths' times over the difference of their steps; the job at the owner's
+runs twice, at a short length and at a long one doctor chose from measured noise
+(:class:`Lengths`). Per step is the difference of the two lengths' times over the difference of
+their steps; the job at the owner's
 real length (the contract's planned steps) is the short run's time plus the remaining steps at that
 pace (:func:`whole_process`). A job that does its work early, late, in a burst or before it is
 watched pays for it in these times; one that does less work fails the parameter checksum, which
