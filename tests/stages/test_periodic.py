@@ -51,6 +51,6 @@ def test_a_loop_shorter_than_its_planned_steps_is_verified_at_the_contracts_leng
     train.write_text(train.read_text().replace("for it in range(args.max_iters):", "for it in range(min(args.max_iters, 20)):"))
     repo = measured_copy(repo, tmp_path / "copy")
     report = load_doctor(repo)
-    assert report.verification_steps == [3, 13] and sorted(report.checksums) == [3, 13], report.verification_steps
+    assert report.verification_steps == [3, 13], report.verification_steps
     assert any("did not run the" in w and "verification runs the contract's 13" in w for w in report.warnings), \
         report.warnings
