@@ -123,7 +123,7 @@ def hook_cpu(tmp: Path, steps: int, hooked: bool, fifo: Path) -> float:
                             layers=XS["n_layer"], heads=XS["n_head"], embd=XS["n_embd"],
                             batch=XS["batch_size"], steps=steps)
     env = {k: v for k, v in os.environ.items() if k not in (ENV_FILE, ENV_RECORDS)}
-    channel = None
+    channel = control = None
     if hooked:
         control = StepControl(fifo.parent, steps + 1)  # the loop ends by itself
         channel = RecordChannel(fifo, answer=control.answer)
@@ -134,6 +134,7 @@ def hook_cpu(tmp: Path, steps: int, hooked: bool, fifo: Path) -> float:
     finally:
         if channel is not None:
             channel.close()
+            control.close()
     return float(out.stdout.split()[-1])
 
 
