@@ -255,7 +255,7 @@ class _Trial:
         channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
-        self._whole_process(report, control, launched, workspace.private / "launcher")
+        self._whole_process(report, control, launched)
         disturbed = self._interference(report, launched)
         tampered = self._run_tampering(workspace)
         if tampered:
@@ -406,7 +406,7 @@ class _Trial:
             r.rank_peak_bytes = peaks
         r.startup_s = report.startup_s
 
-    def _whole_process(self, report: RunReport, control: StepControl, launched: float, talk: Path) -> None:
+    def _whole_process(self, report: RunReport, control: StepControl, launched: float) -> None:
         """Launch to exit, launch to the stop, and the parameters the job ended with, hashed here:
         nothing the job reports enters these."""
         r = self.result
@@ -416,7 +416,7 @@ class _Trial:
             if self.exited_by_itself and self.process.exited_at is not None:
                 r.process_s = self.process.exited_at - launched
         if report.params_pid is not None:
-            r.param_checksum = accounting.params_checksum(talk / f"params-{report.params_pid}.pt")
+            r.param_checksum = accounting.params_checksum(control.directory / f"params-{report.params_pid}.pt")
 
     def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
         """The status of a run that ended by itself."""
