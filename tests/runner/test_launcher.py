@@ -359,6 +359,7 @@ def test_whole_process_times_come_from_infrarsis_clock_and_the_parameters_are_ha
         assert result.status is TrialStatus.OK, result.detail
         assert result.startup_s + sum(result.warmup_times + result.step_times) <= result.stopped_s <= result.process_s
         assert result.process_s < result.wall_s and result.param_checksum[1] > 0
-    # Six more steps of at least 200 ms each, by the exits and by the stops (start-up varies by less).
-    assert long.process_s - short.process_s >= 6 * 0.2 - 0.15 and long.stopped_s - short.stopped_s >= 6 * 0.2 - 0.15
+    # Six more steps of at least 200 ms each, by the exits and by the stops, less what two start-ups
+    # may differ by on a shared machine (0.15 s allowed failed once in four runs here).
+    assert long.process_s - short.process_s >= 6 * 0.2 - 0.4 and long.stopped_s - short.stopped_s >= 6 * 0.2 - 0.4
     assert short.param_checksum != long.param_checksum
