@@ -218,14 +218,16 @@ def _engine(url: str) -> Engine:
 
 
 def _create_tables(engine: Engine) -> None:
-    # Two processes opening a fresh bank race on CREATE TABLE; the loser sees "already exists"
-    # and a second pass finds every table there.
-    for attempt in range(3):
+    # Two processes opening a fresh bank race on CREATE TABLE, table by table: the loser sees
+    # "already exists" and passes again. Each failure is a table the other created, so one pass
+    # per table and one more always finish.
+    attempts = len(Base.metadata.tables) + 1
+    for attempt in range(attempts):
         try:
             Base.metadata.create_all(engine)
             break
         except (exc.OperationalError, exc.ProgrammingError, exc.IntegrityError):
-            if attempt == 2:
+            if attempt == attempts - 1:
                 raise
     _migrate(engine)
 

@@ -3,8 +3,10 @@
 A step that took longer because another process took the job's cores is not evidence about the
 candidate. This module measures, from InfraRSI's process while the trial runs:
 
-- the job's process tree: CPU seconds (every member's own and its reaped children's,
-  ``/proc/<pid>/stat``: a short-lived child no walk of the tree saw is still the job's), seconds
+- the job's process tree: CPU seconds (from the trial's cgroup, ``cpu.stat``, where it has one:
+  every process the job started, seen by a walk of the tree or not; else every member's own and its
+  reaped children's, ``/proc/<pid>/stat``: a short-lived child no walk of the tree saw is still the
+  job's, but a member's CPU before the walk finds it counts as another process's), seconds
   runnable but waiting for a CPU (every thread, ``/proc/<pid>/task/*/schedstat``), and its threads:
   what the job got against what it could use. Waiting is what another process on the job's cores
   costs it, whatever the load;
@@ -34,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 SAMPLE_S = 0.05
@@ -165,9 +168,10 @@ def _p90(values: list[float], default: float) -> float:
 def background(cores: int, idle_cores: float, windows: Iterable[Window], waited_s: float = 0.0) -> Background:
     """The normal background from the idle sample and the baseline's measured steps."""
     windows = list(windows)
-    normal = _p90([idle_cores, *(w.load_cores for w in windows)], idle_cores)
+    # The limit is taken from the rounded normal, so the two recorded numbers keep their margin.
+    normal = round(_p90([idle_cores, *(w.load_cores for w in windows)], idle_cores), 3)
     denied = _p90([w.denied for w in windows], 0.0)
-    return Background(cores=cores, idle_cores=round(idle_cores, 3), normal_cores=round(normal, 3),
+    return Background(cores=cores, idle_cores=round(idle_cores, 3), normal_cores=normal,
                       limit_cores=round(max(normal + MARGIN_CORES, MIN_LIMIT_CORES), 3),
                       normal_denied=round(denied, 3), limit_denied=round(1 - (1 - denied) / SLOWER, 3),
                       busy=idle_cores > busy_limit(cores), waited_s=round(waited_s, 1))
@@ -323,13 +327,17 @@ def _open_gpus() -> _Gpus | None:
 class InterferenceMonitor:
     """Samples the counters every ``sample_s`` in a thread while a trial runs.
 
-    ``members()`` gives the job's process ids (the watchdog's walk of the tree); ``cuda``: also
+    ``members()`` gives the job's process ids (the watchdog's walk of the tree); ``cgroup``: the
+    trial's own cgroup, whose CPU count is the tree's (the walk runs every 0.2 s, and a step of a few
+    milliseconds that a member not yet found spent was read as another process's); ``cuda``: also
     read NVML."""
 
-    def __init__(self, root_pid: int, members: Callable[[], Iterable[int]], *, cuda: bool = False,
-                 sample_s: float = SAMPLE_S):
+    def __init__(self, root_pid: int, members: Callable[[], Iterable[int]], *, cgroup: Path | None = None,
+                 cuda: bool = False, sample_s: float = SAMPLE_S):
         self.cores = job_cores(root_pid)
         self._members = members
+        self._cgroup_cpu = cgroup / "cpu.stat" if cgroup is not None else None
+        self._last_cgroup_cpu_s = 0.0
         self._sample_s = sample_s
         self._gpus = _open_gpus() if cuda else None
         self._tree: dict[int, tuple[float, float, int]] = {}
@@ -375,10 +383,22 @@ class InterferenceMonitor:
             self._reaped_wait += self._tree.pop(pid)[1]
         busy, steal = _cores_busy_steal(self.cores)
         gpu = self._gpus.others(set(self._tree)) if self._gpus is not None else None
-        self.samples.append(Sample(at=time.monotonic(), tree_cpu_s=sum(c for c, _, _ in self._tree.values()),
+        tree_cpu = self._cgroup_cpu_s()
+        self.samples.append(Sample(at=time.monotonic(),
+                                   tree_cpu_s=sum(c for c, _, _ in self._tree.values()) if tree_cpu is None else tree_cpu,
                                    tree_wait_s=self._reaped_wait + sum(w for _, w, _ in self._tree.values()),
                                    threads=max(threads, 1), busy_s=busy, steal_s=steal, own_cpu_s=_own_cpu(),
                                    gpu_others=gpu))
+
+    def _cgroup_cpu_s(self) -> float | None:
+        """The cgroup's CPU seconds (``usage_usec``); its last value once the group is gone."""
+        if self._cgroup_cpu is None:
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            for line in self._cgroup_cpu.read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    self._last_cgroup_cpu_s = max(self._last_cgroup_cpu_s, int(line.split()[1]) / 1e6)
+        return self._last_cgroup_cpu_s
 
     def covers(self, until: float) -> bool:
         """Whether a sample at or after ``until`` exists (a window ending there can be read)."""

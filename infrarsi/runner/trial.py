@@ -243,6 +243,7 @@ class _Trial:
         feed = StepFeed(channel.take, ranks=local_ranks(self.contract, argv), launched_at=launched)
         process = self.process
         self.monitor = InterferenceMonitor(process.pid, lambda: [p.pid for p in process.members(refresh=False)],
+                                           cgroup=process.containment.cgroup,
                                            cuda=self.contract.memory.device == "cuda")
         watchdog.start()
         self.monitor.start()

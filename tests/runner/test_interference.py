@@ -14,6 +14,7 @@ import pytest
 from infrarsi.runner.interference import (Background, InterferenceMonitor, Sample, TrialInterference, Window,
                                           background, window)
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.runner.sandbox import Containment
 from infrarsi.verification import Lengths, Pair, judge
 
 LIMITS = Background(cores=2, idle_cores=0.05, normal_cores=0.1, limit_cores=0.4, normal_denied=0.02,
@@ -82,11 +83,13 @@ def test_a_trial_is_disturbed_by_a_quarter_of_its_measured_steps_not_by_its_star
     assert TrialInterference(cores=2, limits=None, startup=hog, steps=[hog] * 4).disturbed() == ""
 
 
-def _watched(code: str) -> tuple[InterferenceMonitor, Window]:
-    """A real Python process running ``code``, monitored from start to exit; the whole window."""
-    child = subprocess.Popen([sys.executable, "-c", code])
+def _watched(code: str, containment: Containment | None = None) -> tuple[InterferenceMonitor, Window]:
+    """A real Python process running ``code`` (in ``containment``'s cgroup when given), monitored
+    from start to exit, the walk of its tree knowing only that process; the whole window."""
+    child = subprocess.Popen([sys.executable, "-c", code], preexec_fn=containment.preexec if containment else None)
     try:
-        monitor = InterferenceMonitor(child.pid, lambda: [child.pid]).start()
+        monitor = InterferenceMonitor(child.pid, lambda: [child.pid],
+                                      cgroup=containment.cgroup if containment else None).start()
         began = time.monotonic()
         child.wait()
         ended = time.monotonic()
@@ -111,6 +114,21 @@ def test_short_lived_children_no_walk_saw_are_still_the_jobs():
              "    subprocess.run([sys.executable, '-c', 'x = 0\\nfor i in range(2_000_000): x += i'])")
     _, w = _watched(spawn)
     assert w.job_share > 0.5 and w.others_cores < 0.3, w
+
+
+def test_a_member_no_walk_found_spends_the_jobs_cpu_in_its_cgroup():
+    # The job's child spins while the job waits for it: alive, never reaped, never found by the
+    # walk (as a member is for up to the walk's 0.2 s): the trial's cgroup counts it as the job's.
+    containment = Containment()
+    if containment.cgroup is None:
+        pytest.skip("no cgroup v2 this process may make children in")
+    spawn = ("import subprocess, sys\n"
+             "subprocess.run([sys.executable, '-c', 'import time\\nend = time.time() + 1\\nwhile time.time() < end: pass'])")
+    try:
+        _, w = _watched(spawn, containment)
+    finally:
+        containment.kill()
+    assert w.job_cores > 0.6 and w.others_cores < 0.3, w
 
 
 LENGTHS = Lengths(short=1, long=5, planned=100)
