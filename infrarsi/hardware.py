@@ -5,7 +5,8 @@ The peak is the MFU denominator: on a CPU it is *measured* with a matmul microbe
 thread count the workload uses (datasheets for CPUs do not exist in a usable form, and the
 achievable matmul rate depends on the ISA torch picked); on a known GPU it is the vendor's dense
 datasheet number, each entry citing its source; an unknown GPU, or a dtype its datasheet does not
-list, falls back to the microbenchmark.
+list, falls back to the microbenchmark. Beside the job's peak, :func:`machine_peak` is the most the
+device can do whatever the job asks (every core, its fastest dtype): the report's second MFU.
 """
 
 from __future__ import annotations
@@ -84,12 +85,14 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure_matmul_flops(device: str, dtype: str, *, threads: int | None = None, budget_s: float = 1.5) -> float:
+def measure_matmul_flops(device: str, dtype: str, *, threads: int | None = None, budget_s: float = 1.5,
+                         limit_s: float | None = None) -> float:
     """The best square-matmul rate (FLOP/s) over growing sizes, within about ``budget_s`` seconds.
 
     Sizes grow until one product takes a noticeable share of the budget, so a fast unit reaches
     the sizes that saturate it while a slow fallback (bf16 on a CPU without bf16 units, ~100× slower)
     still finishes in time. The best rate is kept: a peak is what the hardware *can* do.
+    ``limit_s``: no larger size is started that would end past it (a busy machine slows every product).
     """
     dtype = normalize_dtype(dtype)
     max_n = 8192 if device == "cuda" else 2048
@@ -99,6 +102,7 @@ def measure_matmul_flops(device: str, dtype: str, *, threads: int | None = None,
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     try:
         with _torch_threads(threads if device == "cpu" else None), torch.no_grad():
+            began = time.perf_counter()
             n = 128
             while n <= max_n:
                 a = torch.randn(n, n, device=device).to(DTYPES[dtype])
@@ -118,6 +122,9 @@ def measure_matmul_flops(device: str, dtype: str, *, threads: int | None = None,
                 _sync(device)
                 best = max(best, 2 * n**3 * reps / (time.perf_counter() - start))
                 if single > per_size / 4:
+                    break
+                # The next size has 8x the FLOPs: its untimed and single products take 16x this one's.
+                if limit_s is not None and time.perf_counter() - began + 16 * single + per_size > limit_s:
                     break
                 n *= 2
     finally:
@@ -159,6 +166,8 @@ def peak_flops(
     threads: int | None = None,
     hardware: HardwareFingerprint | None = None,
     remeasure: bool = False,
+    budget_s: float = 1.5,
+    limit_s: float | None = None,
 ) -> PeakFlops:
     """Peak FLOP/s of one ``device`` (cpu | cuda) in ``dtype`` (fp32 | tf32 | bf16 | fp16).
 
@@ -167,6 +176,7 @@ def peak_flops(
     again and keeps the better of the new and the cached value: a busy machine measures low, never
     high, so the best rate seen is the closest to the peak.
     CUDA: the datasheet entry matching the device name; otherwise measured like a CPU.
+    ``budget_s``, ``limit_s``: how long a measurement may take (``measure_matmul_flops``).
     """
     dtype = normalize_dtype(dtype)
     if device not in ("cpu", "cuda"):
@@ -190,7 +200,7 @@ def peak_flops(
         previous = PeakFlops.from_dict(cached)
         if not remeasure:
             return previous
-    value = measure_matmul_flops(device, dtype, threads=threads or None)
+    value = measure_matmul_flops(device, dtype, threads=threads or None, budget_s=budget_s, limit_s=limit_s)
     if cached and previous.value >= value:
         return previous
     peak = PeakFlops(
@@ -203,3 +213,48 @@ def peak_flops(
     )
     _write_cache(key, peak)
     return peak
+
+
+# --- the machine's peak --------------------------------------------------------------------------
+
+CPU_DTYPE_UNITS = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}
+"""The /proc/cpuinfo flags of the units that multiply a dtype natively. Without one torch converts
+to float32 and back, far slower than float32 itself: such a dtype is not measured."""
+MACHINE_LIMIT_S = 0.8
+"""Seconds for the machine's peak, shared by the dtypes measured: doctor stays under a second longer."""
+
+
+def _cpu_flags() -> set[str]:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_dtypes(flags: set[str]) -> list[str]:
+    """fp32 and each dtype the CPU has units for (``CPU_DTYPE_UNITS``)."""
+    return ["fp32", *(dtype for dtype, units in CPU_DTYPE_UNITS.items() if flags & set(units))]
+
+
+def machine_peak(device: str, hardware: HardwareFingerprint | None = None,
+                 limit_s: float = MACHINE_LIMIT_S) -> PeakFlops | None:
+    """The most one ``device`` of this machine can do, whatever a job asks of it: a CPU with every
+    core, in the fastest dtype it has units for (measured within ``limit_s`` in all); a GPU in the
+    fastest dtype of its datasheet (measured in fp32 and bf16 when it has none). A job's own peak
+    (its threads, its dtype) is :func:`peak_flops`; the gap between the two is headroom the job's
+    settings leave. None: a CUDA device on a machine without one."""
+    hw = hardware or fingerprint()
+    if device == "cuda":
+        if not hw.gpu_count:
+            return None
+        sheets = [p for p in (datasheet_peak(hw.gpu_name, d) for d in DTYPES) if p is not None]
+        if sheets:
+            return max(sheets, key=lambda p: p.value)
+        dtypes = ["fp32", "bf16"] if torch.cuda.is_bf16_supported() else ["fp32"]
+    else:
+        dtypes = cpu_dtypes(_cpu_flags())
+    share = limit_s / len(dtypes)
+    peaks = [peak_flops(device, dtype, threads=hw.cpu_cores, hardware=hw, remeasure=True, budget_s=share,
+                        limit_s=share) for dtype in dtypes]
+    return max(peaks, key=lambda p: p.value)

@@ -6,10 +6,8 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from rich.panel import Panel
-from rich.syntax import Syntax
-
 from infrarsi.cli.console import console, emit_json, err
+from infrarsi.cli.fit import print_diff, print_framed
 from infrarsi.contract import ContractError
 from infrarsi.stages.apply import ApplyStatus, apply
 
@@ -42,8 +40,8 @@ def main(args: argparse.Namespace) -> int:
         err(result.message)
         return 1
     if result.diff:
-        console.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
-    console.print(Panel(result.commit_message.rstrip(), title=result.message, expand=False))
+        print_diff(console, result.diff)
+    print_framed(console, result.commit_message, result.message)
     if result.status is ApplyStatus.COMMITTED:
         console.print(f"review with: git show {result.branch}")
     return 0

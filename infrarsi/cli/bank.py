@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 
 from rich.markup import escape
-from rich.table import Table
 
 from infrarsi.bank.inspect import ShowResult, forget, show
 from infrarsi.cli.console import console, emit_json, err
+from infrarsi.cli.fit import print_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,25 +70,21 @@ def render(result: ShowResult) -> None:
     console.print(f"experience bank: {escape(result.to_dict()['url'])}")
     for run in result.runs:
         sim = f", similarity {result.workload.similarity[run.id]:.2f}" if result.workload else ""
-        table = Table(title=f"run {run.id}: {run.recorded_at:%Y-%m-%d %H:%M} UTC, {escape(run.hardware)} "
-                            f"({run.hardware_id}), {run.signature}{sim}", title_justify="left")
-        for column in ("id", "setting", "recorded", "read as today (± 1 sd)", "trials", "run noise CV"):
-            table.add_column(column)
-        for e in run.effects:
-            cv = f"{e.noise_cv:.1%}" if e.noise_cv is not None else "unknown"
-            table.add_row(str(e.id), escape(e.key), _factor(e.time_log, e.time_sd), _factor(e.time_log, e.trusted_sd),
-                          str(e.n), cv)
-        console.print(table)
+        rows = [[str(e.id), e.key, _factor(e.time_log, e.time_sd), _factor(e.time_log, e.trusted_sd), str(e.n),
+                 f"{e.noise_cv:.1%}" if e.noise_cv is not None else "unknown"] for e in run.effects]
+        title = (f"run {run.id}: {run.recorded_at:%Y-%m-%d %H:%M} UTC, {run.hardware} ({run.hardware_id}), "
+                 f"{run.signature}{sim}")
+        print_table(console, title, ["id", "setting", "recorded", "read as today (± 1 sd)", "trials", "run noise CV"],
+                    rows)
         for patch, verdict in run.verdicts:
             console.print(f"  patch {escape(patch)}: {verdict}")
         for candidate, speedup in run.best:
             console.print(f"  promoted {speedup:.2f}x: {escape(str(candidate))}")
+        console.print()
     if result.workload is not None:
-        table = Table(title=f"priors a run in {escape(result.workload.repo)} would start from", title_justify="left")
-        for column in ("setting", "bank prior (± 1 sd)", "from"):
-            table.add_column(column)
-        for p in result.workload.priors:
-            band = f"×{p['factor']:.2f} [{p['low']:.2f}, {p['high']:.2f}]"
-            table.add_row(escape(p["key"]), band, escape(p["source"]))
-        console.print(table)
+        rows = [[p["key"], f"×{p['factor']:.2f} [{p['low']:.2f}, {p['high']:.2f}]", p["source"]]
+                for p in result.workload.priors]
+        print_table(console, f"priors a run in {result.workload.repo} would start from",
+                    ["setting", "bank prior (± 1 sd)", "from"], rows)
+        console.print()
     console.print(result.message)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.syntax import Syntax
 from rich.table import Table
 
 from infrarsi.cli.console import console, emit_json, err
+from infrarsi.cli.fit import print_diff
 from infrarsi.stages.init import MEASURED_STEPS, WARMUP_STEPS, InitResult, init
 from infrarsi.units import GIB
 
@@ -139,10 +139,10 @@ def render(result: InitResult) -> None:
     if result.probe_diff and not result.probe_inserted:
         console.print("[bold]No probe[/] (optional: the launcher measures steps). To name phases, this diff adds "
                       "it (rerun with --insert-probe to write it):")
-        console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
+        print_diff(console, result.probe_diff)
     elif result.probe_inserted:
         console.print("[bold]Inserted the probe:[/]")
-        console.print(Syntax(result.probe_diff, "diff", theme="ansi_dark"))
+        print_diff(console, result.probe_diff)
     for note in result.notes:
         console.print(f"[bold yellow]baseline changed:[/] {note}")
     for warning in result.warnings:

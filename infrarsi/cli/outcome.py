@@ -11,8 +11,9 @@ import textwrap
 
 from infrarsi.events import clock
 from infrarsi.report import units
-from infrarsi.report.model import Report
+from infrarsi.report.model import Audit, Report, Side
 from infrarsi.report.disturbance import words as disturbance_words
+from infrarsi.stages.apply import ApplyResult
 
 MIN_WIDTH = 40
 
@@ -28,10 +29,30 @@ def _command(command: str, width: int) -> list[str]:
     return [f"  {line} \\" if i < len(lines) - 1 else f"  {line}" for i, line in enumerate(lines)]
 
 
+def _side(side: Side) -> str:
+    mfu = f", MFU {units.percent(side.mfu)}" if side.mfu is not None else ""
+    return f"{units.seconds(side.step_s)} a step, peak {units.memory(side.peak_bytes)}{mfu}"
+
+
 def _trials(r: Report) -> str:
     counts = ", ".join(f"{s.trials} {s.status}" for s in sorted(r.by_status, key=lambda s: -s.trials))
     failed = f"; {clock(r.failed_s)} on trials that did not end ok" if r.failed_s >= 1 else ""
     return f"Trials: {len(r.trials)} in {clock(r.spent_s)} ({counts}){failed}. Search ended: {r.search_ended}."
+
+
+def _reproduce(audit: Audit, applied: ApplyResult | None, repo: str, width: int) -> list[str]:
+    """The command that runs the promoted configuration, and where: the owner's checkout, or the
+    branch apply commits when settings or patches live in the source (the command alone would run
+    the baseline's source)."""
+    if not audit.in_source:
+        head = "Reproduce:"
+    elif applied is not None and applied.status == "committed":
+        head = f"Reproduce, on branch {applied.branch}:"
+    else:
+        head = f"Reproduce, after `infrarsi apply {repo}` writes {', '.join(audit.in_source)} into the source:"
+    # The heading's lines start at the margin: only the command's lines are indented, to copy.
+    return [*textwrap.wrap(head, width=width, break_long_words=False, break_on_hyphens=False),
+            *_command(audit.command, width)]
 
 
 def lines(result, width: int, repo: str) -> list[str]:
@@ -50,11 +71,14 @@ def lines(result, width: int, repo: str) -> list[str]:
             step, planned = report.step_speedup[0], report.planned_steps
             out += _wrap(f"{step:.2f}x a step; {point:.2f}x for the whole job of {planned} steps, start-up "
                          "included (whole processes on InfraRSI's clock)", width, "  ")
-        out.append("Reproduce:")
-        out += _command(audit.command, width)
+        out += _reproduce(audit, result.apply, repo, width)
     else:
         why = result.run.message if result.run is not None else result.message
         out += _wrap(f"Not promoted: {why}", width)
+        if report is not None and report.no_promotion is not None:
+            why = report.no_promotion  # its trials by status are the summary's Trials line
+            for line in (why.best, f"Likely reason: {why.reason}", f"Next: {why.next_step}"):
+                out += _wrap(line, width, "  ")
     if result.apply is not None:
         applied = (f"Committed on branch {result.apply.branch} ({result.apply.commit[:10]})"
                    if result.apply.status == "committed" else f"Apply: {result.apply.message}")
@@ -67,9 +91,12 @@ def lines(result, width: int, repo: str) -> list[str]:
         return out
     out.append("")
     base, best = report.baseline, report.promoted
-    out += _wrap(f"Baseline: {units.seconds(base.step_s)} a step, peak {units.memory(base.peak_bytes)}"
-                 + (f"; promoted: {units.seconds(best.step_s)} a step, peak {units.memory(best.peak_bytes)}"
-                    if best is not None else ""), width)
+    out += _wrap(f"Baseline: {_side(base)}" + (f"; promoted: {_side(best)}" if best is not None else ""), width)
+    if report.machine_peak:
+        shown = [f"{name} {units.percent(side.machine_mfu)}" for name, side in (("baseline", base), ("promoted", best))
+                 if side is not None]
+        out += _wrap(f"MFU of the machine's peak ({report.machine_peak}), beside the job's own: {', '.join(shown)}",
+                     width)
     out += _wrap(_trials(report), width)
     disturbance = result.run.disturbance if result.run is not None else {}
     if disturbance.get("trials") or disturbance.get("waited_s") or (disturbance.get("background") or {}).get("busy"):

@@ -1,18 +1,16 @@
-"""`infrarsi report PATH [--format text|md|html|json]`: what the run measured, in tables or files."""
+"""`infrarsi report PATH [--format text|md|html|json] [--verbose]`: what the run measured, in tables or files."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rich.markup import escape
-from rich.panel import Panel
-from rich.syntax import Syntax
-from rich.table import Table
+from rich.text import Text as RichText
 
 from infrarsi.cli.console import console, emit_json, err
+from infrarsi.cli.fit import print_diff, print_framed, print_table
 from infrarsi.report import tables
-from infrarsi.report.document import Code, Heading, Items, Text, change_blocks, reproduce_blocks
+from infrarsi.report.document import Code, Heading, Items, Text, change_blocks, no_promotion_blocks, reproduce_blocks
 from infrarsi.report.model import Report
 from infrarsi.stages.report import report
 
@@ -31,6 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", default=".", type=Path, help="the repository (default: .)")
     p.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
                    help="text: tables here; md, html: write .infrarsi/report.* with plots; json: the report as JSON")
+    p.add_argument("--verbose", action="store_true",
+                   help="text: every table as a table, however wide (for wide terminals); by default a table "
+                   "too wide for the terminal is shown as one block of labelled values per row")
     p.add_argument("--storage", metavar="URL", help="the run's study storage with its password "
                    "(run.json keeps it hidden); default: the one run.json names")
     p.set_defaults(func=main)
@@ -45,32 +46,24 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(result.report.to_dict())
     elif args.format == "text":
-        render(result.report)
+        render(result.report, verbose=args.verbose)
     else:
         for path in result.paths:
             console.print(f"wrote {path}")
     return 0
 
 
-def _rich_table(table: tables.Table) -> Table:
-    out = Table(title=table.title, title_justify="left", title_style="bold")
-    for column in table.columns:
-        out.add_column(column, overflow="fold")
-    for row in table.rows:
-        out.add_row(*[_mark(c) for c in row])
-    return out
+def _cell(cell: str) -> str | RichText:
+    """A miscalibrated prior in red."""
+    return RichText(cell, style="bold red") if cell == tables.MISCALIBRATED else cell
 
 
-def _mark(cell: str) -> str:
-    """A cell as rich markup: its own brackets escaped, a miscalibrated prior in red."""
-    return f"[bold red]{escape(cell)}[/]" if cell == tables.MISCALIBRATED else escape(cell)
-
-
-def _print_table(table: tables.Table) -> None:
+def _print_table(table: tables.Table, verbose: bool) -> None:
     if not table.rows:
         return
-    console.print(_rich_table(table))
-    if table.caption:
+    print_table(console, table.title, table.columns, [[_cell(c) for c in row] for row in table.rows], wide=verbose)
+    if table.caption:  # after a blank line: below label-value blocks it would read as one more value
+        console.print()
         console.print(table.caption, style="dim", markup=False)
     console.print()
 
@@ -86,12 +79,12 @@ def _print_blocks(blocks) -> None:
                 for item in items:
                     console.print(f"  • {item}", markup=False)
             case Code(text, "diff"):
-                console.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+                print_diff(console, text)
             case Code(text, _):
-                console.print(Panel(text, expand=False, title="reproduce"))
+                print_framed(console, text, "reproduce")
 
 
-def render(r: Report) -> None:
+def render(r: Report, verbose: bool = False) -> None:
     console.print(f"[bold]report[/] {r.repo}  [dim]run {r.run_id} ({r.sampler}), {r.hardware}; sandbox: {r.sandbox}[/]")
     console.print(f"{r.run_status}: {r.run_message}", markup=False)
     for note in r.notes:
@@ -99,16 +92,19 @@ def render(r: Report) -> None:
     for line in r.interference:
         console.print(f"interference: {line}", markup=False)
     console.print()
-    _print_table(tables.comparison(r))
+    _print_table(tables.comparison(r), verbose)
     promoted = r.promoted_audit
     if promoted is not None:
         _print_blocks(reproduce_blocks(promoted, r.repo))
         console.print()
-    _print_table(tables.verdicts(r))
+    if r.no_promotion is not None:
+        _print_blocks(no_promotion_blocks(r))
+        console.print()
+    _print_table(tables.verdicts(r), verbose)
     for audit in r.audits:
         _print_blocks(change_blocks(audit))
     if r.audits:
         console.print()
     for table in (tables.statuses(r), tables.prices(r), tables.priors(r), tables.bank(r), tables.patch_checks(r),
                   tables.trials(r)):
-        _print_table(table)
+        _print_table(table, verbose)

@@ -154,5 +154,7 @@ class GradientAccumulation(Patch):
     gate_knob = KNOB
     gate_role = "grad_accum"  # a script that already accumulates is left to its own knob
     knob_off = 1  # 1 split is the script as it was; the search tunes the count
-    reach = "module"
+    # a site is one loop's own body (leave_For); the module-level knob and loss reduction shape
+    # only the rewrite, so the editor analyses each definition alone, as for most patches
+    reach = "definition"
     codemod = GradientAccumulationCodemod

@@ -85,6 +85,10 @@ class Efficiency:
     model facts) | "" (no MFU)."""
     flops_per_step_6n: float | None = None
     """6N + 12·L·H·Q·T times the tokens per step: the cross-check, where the probe reports the model."""
+    machine_peak: PeakFlops | None = None
+    """One device of the machine at its best (``hardware.machine_peak``: a CPU's every core in its
+    fastest dtype, a GPU's fastest dtype; every GPU of the machine counts, ``HardwareFingerprint.gpu_count``);
+    None in a doctor.json older than it."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -170,6 +174,7 @@ class DoctorReport:
             raise DoctorError(f"doctor.json has schema {data.get('schema_version')!r}; run `infrarsi doctor` again")
         eff = dict(data["efficiency"])
         eff["peak"] = PeakFlops.from_dict(eff["peak"]) if eff.get("peak") else None
+        eff["machine_peak"] = PeakFlops.from_dict(eff["machine_peak"]) if eff.get("machine_peak") else None
         phases = {k: v for k, v in data["phases"].items() if k != "shares"}
         memory = {k: v for k, v in data["memory"].items() if k != "fraction"}
         return cls(

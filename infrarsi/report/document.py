@@ -47,18 +47,20 @@ Block = Heading | Text | Items | TableBlock | Plot | Code
 
 
 def reproduce_blocks(audit: Audit, repo: str) -> list[Block]:
+    if audit.in_source:
+        # The command alone would run the baseline's source: say what must be written first.
+        return [Text(f"After `infrarsi apply {repo}` writes {', '.join(audit.in_source)} into the source "
+                     "(a commit on a new branch), on that branch:"), Code(audit.command, "sh")]
     blocks: list[Block] = [Code(audit.command, "sh")]
-    extra = []
-    if audit.patches:
-        extra.append("with patches: " + ", ".join(audit.patches))
-    if audit.source_settings:
-        extra.append("with settings written into the source (no flag): "
-                     + ", ".join(f"{k}={v}" for k, v in audit.source_settings.items()))
-    if extra:
-        blocks.append(Items(extra))
     if audit.trial is not None:
         blocks.append(Text(f"Commit it for review with `infrarsi apply {repo} --candidate {audit.trial}`."))
     return blocks
+
+
+def no_promotion_blocks(report: Report) -> list[Block]:
+    if report.no_promotion is None:
+        return []
+    return [Heading("Why nothing was promoted"), Items(report.no_promotion.lines())]
 
 
 def change_blocks(audit: Audit) -> list[Block]:
@@ -99,6 +101,7 @@ def blocks(report: Report, plots: dict[str, Path]) -> list[Block]:
         return [*section, Text(t.caption)] if t.caption else section
 
     out += table(tables.comparison(report))
+    out += no_promotion_blocks(report)
     promoted = report.promoted_audit
     if promoted is not None:
         out += [Heading("Reproduce the promoted configuration"), *reproduce_blocks(promoted, report.repo)]

@@ -9,17 +9,18 @@ ratio of theirs, and where a number is missing the field is None rather than a g
 from __future__ import annotations
 
 import math
-import shlex
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.contract import Contract, KnobValue
-from infrarsi.flops import mfu
-from infrarsi.datasheet import datasheet_peak, matmul_dtype
-from infrarsi.launcher.settings import settings_env
-from infrarsi.runner.command import build_argv
+from infrarsi.report.no_promotion import NoPromotion, explain
+from infrarsi.report.reproduce import reproduce_command
+from infrarsi.report.setting import changed_knobs, describe
+from infrarsi.report.utilization import (candidate_peak, flops_per_step, machine_devices, machine_words, peak_words,
+                                         step_mfu)
+from infrarsi.runner.command import patches_to_apply
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.records import DoctorReport, MemoryPriceRow, PatchCheck, PeakFlops, PriorCheckRow, RunResult, Verdict
 from infrarsi.study import StoredTrial
@@ -38,6 +39,7 @@ class Side:
     """Median over runs of each run's median step time."""
     tokens_per_s: float | None
     mfu: float | None
+    """Of the job's own peak: its threads, its precision (``report.utilization``)."""
     peak_bytes: int | None
     """Largest peak over the runs."""
     job_s: float | None
@@ -45,6 +47,8 @@ class Side:
     runs: int
     source: str
     """Which runs these are (interleaved re-verification, the run's baseline trial, doctor)."""
+    machine_mfu: float | None = None
+    """Of the machine's peak: every core or GPU, its fastest dtype."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -107,6 +111,13 @@ class Audit:
     source_settings: dict[str, KnobValue]
     """Changed knobs with no command-line flag: they are written into the source (see hunks)."""
     patches: list[str]
+    """Its patches, and those a knob it sets implies (``runner.command.patches_to_apply``)."""
+
+    @property
+    def in_source(self) -> list[str]:
+        """What ``infrarsi apply`` must write into the source before ``command`` runs this
+        configuration (``attention=sdpa``, ``+sdpa_attention``); empty: the command alone does."""
+        return [*(f"{k}={v}" for k, v in self.source_settings.items()), *(f"+{p}" for p in self.patches)]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -187,6 +198,10 @@ class Report:
     """What the report could not show, and why."""
     interference: list[str] = field(default_factory=list)
     """How much of the run other processes disturbed and what was rerun (``report.disturbance.words``)."""
+    machine_peak: str = ""
+    """The machine's peak that ``Side.machine_mfu`` is of, in words; empty when doctor measured none."""
+    no_promotion: NoPromotion | None = None
+    """Why nothing was promoted and what to try next; None when a candidate was."""
 
     @property
     def promoted_audit(self) -> Audit | None:
@@ -196,61 +211,19 @@ class Report:
         return asdict(self)
 
 
-def describe(candidate: Candidate, contract: Contract) -> str:
-    """The candidate as its difference from the baseline: ``micro_batch=8, +sdpa_attention``."""
-    defaults = contract.defaults()
-    knobs = [f"{k}={v}" for k, v in sorted(candidate.knobs.items()) if k not in defaults or defaults[k] != v]
-    return ", ".join([*knobs, *(f"+{p}" for p in candidate.patches)]) or "baseline"
-
-
-def changed_knobs(candidate: Candidate, contract: Contract) -> dict[str, KnobValue]:
-    """Knobs the candidate sets to something else than the contract's default (unknown knobs dropped)."""
-    known = {k.name: k for k in contract.knobs}
-    return {k: v for k, v in candidate.knobs.items() if k in known and known[k].default != v}
-
-
-def reproduce_command(candidate: Candidate, contract: Contract) -> str:
-    """The workload's command with the candidate's flags, as a person would type it."""
-    # The contract's overrides (a device this machine has) are part of the baseline as it ran.
-    values = {**contract.workload.overrides, **changed_knobs(candidate, contract)}
-    flagged = {k: v for k, v in values.items() if contract.knob(k).flag}
-    argv = build_argv(contract, flagged, as_written=True)
-    env = {**contract.workload.env, **settings_env(contract, values, for_person=True)}
-    command = shlex.join([*(f"{k}={v}" for k, v in env.items()), *argv])
-    cwd = contract.workload.cwd
-    return command if cwd in ("", ".") else f"cd {shlex.quote(cwd)} && {command}"
-
-
 def _median(values: list[float]) -> float | None:
     clean = [v for v in values if v is not None and math.isfinite(v)]
     return statistics.median(clean) if clean else None
 
 
-def candidate_peak(candidate: Candidate, contract: Contract, doctor: DoctorReport) -> PeakFlops | None:
-    """What a candidate's MFU is measured against: the datasheet peak of the precision its matmuls
-    run in (a bf16 candidate of a float32 job against the bf16 peak, or it would read far above
-    100% on a GPU); doctor's peak when that is a measurement, which the report does not repeat."""
-    base = doctor.efficiency.peak
-    if base is None or base.method != "datasheet":
-        return base
-    knob = next((k for k in contract.by_role("dtype") if k.name in candidate.knobs), None)
-    dtype = matmul_dtype(str(candidate.knobs[knob.name]) if knob else None, candidate.patches, base.dtype)
-    return (datasheet_peak(doctor.hardware.gpu_name, dtype) or base) if dtype != base.dtype else base
-
-
 def _side(step_s: float | None, peak: int | None, job_s: float | None, runs: int, source: str,
           contract: Contract, doctor: DoctorReport, flops_peak: PeakFlops | None = None) -> Side:
     tokens = contract.workload.tokens_per_step
-    tokens_per_s = tokens / step_s if step_s and tokens else None
-    eff = doctor.efficiency
-    # FLOPs per token are fixed by the contract (same model, same tokens), so MFU moves with the
-    # step time and the peak of the precision the side's matmuls run in.
-    flops_peak = flops_peak or eff.peak
-    utilization = None
-    if tokens_per_s and eff.flops_per_token and flops_peak is not None:
-        utilization = mfu(tokens_per_s, eff.flops_per_token, flops_peak.value * eff.devices)
-    return Side(step_s=step_s, tokens_per_s=tokens_per_s, mfu=utilization, peak_bytes=peak, job_s=job_s,
-                runs=runs, source=source)
+    eff, flops = doctor.efficiency, flops_per_step(contract, doctor)
+    return Side(step_s=step_s, tokens_per_s=tokens / step_s if step_s and tokens else None,
+                mfu=step_mfu(step_s, flops, flops_peak or eff.peak, eff.devices),
+                machine_mfu=step_mfu(step_s, flops, eff.machine_peak, machine_devices(doctor)),
+                peak_bytes=peak, job_s=job_s, runs=runs, source=source)
 
 
 def _max_peak(results: list[TrialResult]) -> int | None:
@@ -323,7 +296,7 @@ def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial], prom
         max_loss_diff=verdict.max_loss_diff, trial=shown.number if shown else None, paths=sorted({h.path for h in hunks}), hunks=hunks,
         command=reproduce_command(verdict.candidate, contract),
         source_settings={k: v for k, v in changed.items() if not contract.knob(k).flag},
-        patches=list(verdict.candidate.patches),
+        patches=list(patches_to_apply(contract, verdict.candidate)),
     )
 
 
@@ -350,14 +323,9 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
     baseline = _baseline_side(run, contract, doctor, base_key, trials)
     promoted = _promoted_side(run.promoted, contract, doctor) if run.promoted else None
     lines = _trial_lines(run, contract)
-    eff = doctor.efficiency
-    peak = ""
-    if eff.peak is not None and eff.flops_per_token:
-        devices = f" × {eff.devices} devices" if eff.devices > 1 else ""
-        peak = f"{eff.peak.value / 1e9:,.1f} GFLOP/s{devices} {eff.peak.dtype} ({eff.peak.source})"
-        other = candidate_peak(run.promoted.candidate, contract, doctor) if run.promoted else None
-        if other is not None and other.dtype != eff.peak.dtype:
-            peak += f"; the promoted candidate's against {other.value / 1e9:,.1f} GFLOP/s{devices} {other.dtype}"
+    promoted_peak = candidate_peak(run.promoted.candidate, contract, doctor) if run.promoted else None
+    peak = peak_words(doctor, promoted_peak, [("baseline", baseline.machine_mfu)]
+                      + ([("promoted", promoted.machine_mfu)] if promoted else [])) if baseline.mfu is not None else ""
     return Report(
         repo=str(repo), run_id=run.run_id, run_status=run.status, run_message=run.message, sampler=run.sampler,
         sandbox=run.sandbox or "not recorded",
@@ -379,4 +347,6 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         bank_priors=[BankLine(**{f: getattr(b, f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
         notes=notes,
         interference=disturbance_words(run.disturbance),
+        machine_peak=machine_words(doctor) if baseline.machine_mfu is not None else "",
+        no_promotion=explain(run, contract, str(repo)) if run.promoted is None else None,
     )

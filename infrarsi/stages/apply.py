@@ -21,6 +21,7 @@ from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.launcher.settings import settings_env
 from infrarsi.patches.llm_proposals import patch_dir
+from infrarsi.report.reproduce import reproduce_command
 from infrarsi.runner.command import patches_to_apply
 from infrarsi.runner.result import Candidate
 from infrarsi.records import RunResult, load_run
@@ -93,6 +94,8 @@ def commit_message(run: RunResult, verdict: Verdict, contract: Contract, paths: 
         "",
         f"Launch settings: {settings}",
         f"Patches: {patches}",
+        # The settings and patches are in this commit's source: the command with its flags runs it.
+        f"Reproduce at this commit: {reproduce_command(verdict.candidate, contract)}",
         "",
         "Evidence:",
         f"  job-time speedup {point:.3f}x at {contract.workload.planned_steps} steps, 95% CI [{low:.3f}, {high:.3f}] "

@@ -28,7 +28,7 @@ from infrarsi.contract import STATE_DIR, Contract, KnobValue, require_intact, sa
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.flops import flops_per_token_from_facts
 from infrarsi.datasheet import normalize_dtype
-from infrarsi.hardware import fingerprint, peak_flops
+from infrarsi.hardware import fingerprint, machine_peak, peak_flops
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.probe import PHASES
 from infrarsi.records.doctor import (BaselineRun, DoctorError, DoctorReport, Efficiency, MemoryUse, PhaseSplit,
@@ -109,6 +109,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
     report.verification_steps = [lengths.short, lengths.long]
     if peak_warning:
         report.warnings.append(peak_warning)
+    report.efficiency.machine_peak = machine_peak(contract.memory.device, hardware)
     report.background = interference.measured_background([r.interference for r in runs], idle, waited)
     if report.background.busy:
         report.warnings.append(

@@ -5,8 +5,9 @@ and the rest of the top level); each unit is analysed once per text, in a killab
 (``isolation.py``), by every patch whose needles occur in it over one shared parse
 (``worker.py``). An edit re-analyses only the units whose text changed. Patches whose sites
 depend on the whole file (``Patch.reach == "module"``) see the whole text, and only when it
-holds their needles. The quick fix's edit, the patch's rewrite of the whole document, is
-computed when the client resolves the action, not for every diagnostic.
+holds their needles; that run does not look for the training loop again (a loop lies within one
+unit). The quick fix's edit, the patch's rewrite of the whole document, is computed when the
+client resolves the action, not for every diagnostic.
 
 Bad input never reaches the client as a failure: a file too large, too deep for the parser, or
 whose analysis crashed or overran its time limit gets one diagnostic saying so (``problem``).
@@ -127,7 +128,7 @@ def plan_units(text: str, cut: units.Cut, names: list[str]) -> list[tuple[units.
     whole = [n for n in names if reach[n] == "module"]
     plan = [(u, local + top if u.top_level else local) for u in cut.units]
     if whole:
-        plan.append((units.Unit(text, tuple(range(1, text.count("\n") + 3))), whole))
+        plan.append((units.Unit(text, tuple(range(1, text.count("\n") + 3)), whole=True), whole))
     return plan
 
 
@@ -258,14 +259,15 @@ class Analyses:
     async def _findings(self, owner: str, rel: str, plan: list[tuple[units.Unit, list[str]]]
                         ) -> list[worker.UnitFindings | JobResult]:
         """Each unit's findings, from the cache or a job; a failed job's result stands for its units."""
-        keys = [(unit.key, rel, tuple(names)) for unit, names in plan]
+        keys = [(unit.key, rel, tuple(names), unit.whole) for unit, names in plan]
         todo = [(unit, names) for (unit, names), key in zip(plan, keys) if key not in self._units]
         failed: dict[bytes, JobResult] = {}
         for job in _jobs(todo):
-            result = await self._isolated.call(owner, worker.analyse, rel, [(u.text, names) for u, names in job])
+            result = await self._isolated.call(owner, worker.analyse, rel,
+                                               [(u.text, names, not u.whole) for u, names in job])
             for i, (unit, names) in enumerate(job):
                 if result.ok:
-                    self._store((unit.key, rel, tuple(names)), result.value[i])
+                    self._store((unit.key, rel, tuple(names), unit.whole), result.value[i])
                 else:
                     failed[unit.key] = result
         out: list[worker.UnitFindings | JobResult] = []

@@ -27,6 +27,8 @@ class Unit:
     """For each line of ``text`` (1-based, in order), its 1-based line in the document."""
     top_level: bool = False
     """The unit of the top-level statements that are not definitions."""
+    whole: bool = False
+    """The whole document, for the patches that need it; the training loop is in one of the other units."""
 
     @property
     def key(self) -> bytes:

@@ -28,15 +28,15 @@ class UnitFindings:
     parsed: bool = True
 
 
-def analyse(rel: str, units: list[tuple[str, list[str]]]) -> list[UnitFindings]:
-    """Each unit's text with the patches to try on it."""
-    return [_unit(rel, text, names) for text, names in units]
+def analyse(rel: str, units: list[tuple[str, list[str], bool]]) -> list[UnitFindings]:
+    """Each unit's text with the patches to try on it, and whether to look for the training loop."""
+    return [_unit(rel, text, names, find_loop) for text, names, find_loop in units]
 
 
-def _unit(rel: str, text: str, names: list[str]) -> UnitFindings:
+def _unit(rel: str, text: str, names: list[str], find_loop: bool) -> UnitFindings:
     wanted = [n for n in names if patch_library.REGISTRY[n].may_apply(text)]
-    backward = ".backward(" in text
-    if not wanted and not backward:
+    look_for_loop = find_loop and ".backward(" in text
+    if not wanted and not look_for_loop:
         return UnitFindings()
     try:
         wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
@@ -56,7 +56,7 @@ def _unit(rel: str, text: str, names: list[str]) -> UnitFindings:
             found[name] = [Site(rel, where.start.line, where.start.column, where.end.line, where.end.column, message)
                            for where, message in command.found]
     loop = None
-    if backward:
+    if look_for_loop:
         node = training_loop(wrapper.module)
         if node is not None:
             where = positions[node]

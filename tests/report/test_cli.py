@@ -20,7 +20,7 @@ def test_text_shows_the_tables_the_diff_and_the_reproduce_command(repo, capsys):
     out = capsys.readouterr().out
     for words in ("Baseline against promoted", "all failures", "timeout", "interrupted", "Memory price per setting",
                   "✗ miscalibrated", "zero_grad(set_to_none=True)", "--micro_batch_size=8",
-                  "with patches: zero_grad_set_to_none"):
+                  "writes +zero_grad_set_to_none into the source"):
         assert words in out, words
 
 

@@ -53,7 +53,8 @@ def test_every_status_with_its_cost_and_the_failure_total(repo):
 def test_the_reproduce_command_renders_knob_flags(repo):
     r = report(repo, formats=()).report
     audit = r.promoted_audit
-    assert audit.command == "python train.py --batch_size=16 --micro_batch_size=8"
+    # The step count every trial told the job (the owner's 1000 planned steps), not the knob's default of 200.
+    assert audit.command == "python train.py --batch_size=16 --max_iters=1000 --micro_batch_size=8"
     assert audit.patches == ["zero_grad_set_to_none"] and audit.source_settings == {}
     contract = load_contract(repo)
     knobs = {**contract.defaults(), "compile": True, "threads": 1, "attention": "sdpa"}

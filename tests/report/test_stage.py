@@ -15,8 +15,9 @@ def test_writes_markdown_html_and_plots_under_the_state_dir(repo):
     pngs = sorted((state_dir / "report").glob("*.png"))
     assert [str(p) for p in sorted(result.paths[2:])] == [str(p) for p in pngs] and len(pngs) == 4
     md = (state_dir / "report.md").read_text()
-    for words in ("## Baseline against promoted", "python train.py --batch_size=16 --micro_batch_size=8",
-                  "with patches: zero_grad_set_to_none", "+    optimizer.zero_grad(set_to_none=True)",
+    for words in ("## Baseline against promoted",
+                  "python train.py --batch_size=16 --max_iters=1000 --micro_batch_size=8",
+                  "writes +zero_grad_set_to_none into the source", "+    optimizer.zero_grad(set_to_none=True)",
                   "✗ miscalibrated", "](report/memory.png)", "| all failures | 7 |",
                   "search trials: the budget of 12 trials."):
         assert words in md, words

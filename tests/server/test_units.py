@@ -10,8 +10,12 @@ from infrarsi.patches import REGISTRY, PatchError
 from infrarsi_server import units, worker
 from infrarsi_server.analysis import _map, patch_names, plan_units
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-FILES = ["dense_gpt/model.py", "dense_gpt/train.py", "moe_gpt/model.py", "ddp_gpt/train.py"]
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+ACCUMULATION = "tests/test_data/patches/gradient_accumulation"
+FILES = ["fixtures/dense_gpt/model.py", "fixtures/dense_gpt/train.py", "fixtures/moe_gpt/model.py",
+         "fixtures/ddp_gpt/train.py", f"{ACCUMULATION}/runnable.py", f"{ACCUMULATION}/loop.before.py"]
+"""Relative to the repo root; the last two hold a loop to accumulate in, at top level and in a function."""
 
 
 def _whole_file(rel: str, text: str) -> dict[str, list]:
@@ -32,7 +36,7 @@ def _by_units(rel: str, text: str) -> dict[str, list]:
     names = patch_names(rel, text, None) + gpu
     plan = plan_units(text, units.cut(text), names)
     found: dict[str, list] = {}
-    for (unit, _), result in zip(plan, worker.analyse(rel, [(u.text, n) for u, n in plan])):
+    for (unit, _), result in zip(plan, worker.analyse(rel, [(u.text, n, not u.whole) for u, n in plan])):
         for name, sites in result.sites.items():
             found.setdefault(name, []).extend(_map(s, unit.lines) for s in sites)
     return {n: sorted(set(s), key=lambda s: (s.start_line, s.start_col)) for n, s in found.items()}
@@ -40,7 +44,7 @@ def _by_units(rel: str, text: str) -> dict[str, list]:
 
 @pytest.mark.parametrize("rel", FILES)
 def test_units_find_the_whole_file_sites(rel: str):
-    text = (FIXTURES / rel).read_text()
+    text = (ROOT / rel).read_text()
     expected = _whole_file(rel, text)
     assert expected, "each of these files has a site"
     assert _by_units(rel, text) == expected
