@@ -314,10 +314,12 @@ def test_the_commands_own_cuda_device_is_replaced(tmp_path):
     argv = build_argv(result.contract, trial_knob_values(result.contract, {}, 13), python="PY")
     assert argv == ["PY", "train.py", "--device=cpu", "--lr", "0.5", "--max_iters=13"]
     from infrarsi.report.model import reproduce_command
+    from infrarsi.runner.command import job_steps
     from infrarsi.runner.result import Candidate
 
-    # As measured: the trial's fixed step count included.
-    assert reproduce_command(Candidate(), result.contract) == "python train.py --device=cpu --lr 0.5 --max_iters=13"
+    # As every trial ran it: told the job's own length (InfraRSI stops it after the steps it measures).
+    assert reproduce_command(Candidate(), result.contract) == (
+        f"python train.py --device=cpu --lr 0.5 --max_iters={job_steps(result.contract)}")
 
 
 @NO_CUDA
