@@ -14,6 +14,7 @@ from pathlib import Path
 import git
 import pytest
 
+from infrarsi.stages import quiet
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.records import RunResult
@@ -41,6 +42,12 @@ def paced_fits(knobs: dict) -> bool:
     """Whether train.py's held activations (12 MiB per sequence, halved by checkpointing) fit 128 MiB
     with the interpreter's own ~15 MiB: only micro_batch_size=16 without checkpointing does not."""
     return not (knobs.get("micro_batch_size", 2) == 16 and not knobs.get("activation_checkpointing", False))
+
+
+def budget_kinds(rows: list) -> list[str]:
+    """The kind of each trial the budget counted: a disturbed trial's reruns are that trial again
+    (stages/quiet.py), so they are left out."""
+    return [r.kind for r in rows if not r.reason.startswith(quiet.RERUN_PREFIX)]
 
 
 def git_repo(path: Path) -> git.Repo:

@@ -9,7 +9,7 @@ from infrarsi.cli import main
 from infrarsi.contract import load_contract
 from infrarsi.stages.optimize import optimize
 from infrarsi.records import load_run
-from tests.stages.conftest import fresh_paced, git_state, tree_digest
+from tests.stages.conftest import budget_kinds, fresh_paced, git_state, tree_digest
 
 
 @pytest.mark.e2e
@@ -22,7 +22,7 @@ def test_optimize_from_a_fresh_repo_to_a_commit(tmp_path):
     assert result.goal.trials == 8 and result.goal.understood_by == "rules"
     # The goal's budget is the run's: 8 trials counting the baseline, verification on top (fewer
     # when the search finds nothing left worth a trial).
-    kinds = [r.kind for r in result.run.trials]
+    kinds = budget_kinds(result.run.trials)
     spent = kinds.count("baseline") + kinds.count("search")
     assert spent == 8 or (spent < 8 and result.run.search_ended.startswith("converged")), result.run.search_ended
     assert result.run.promoted is not None and result.run.promoted.job_speedup[1] > result.run.noise_floor

@@ -26,7 +26,7 @@ from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.records import load_run
 from infrarsi.stages.run import ABORT_FACTOR, run
 from infrarsi.study import INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url
-from tests.stages.conftest import BEST, RUN_TRIALS, copy_repo, paced_fits, paced_step_s
+from tests.stages.conftest import BEST, RUN_TRIALS, budget_kinds, copy_repo, paced_fits, paced_step_s
 
 INFRARSI = Path(sys.executable).parent / "infrarsi"
 MEASURED_KINDS = ("baseline", "validation", "search", "verification")
@@ -75,7 +75,7 @@ def test_every_trial_is_accounted_for_by_status_and_cost(paced_run):
         [(s.number, s.kind, s.result.status.value) for s in stored]
     assert [r.number for r in result.trials] == [t.number for t in measured]
     # The budget counts the baseline and the search; re-verification comes on top.
-    kinds = [r.kind for r in result.trials]
+    kinds = budget_kinds(result.trials)
     spent = kinds.count("baseline") + kinds.count("search")
     assert kinds.count("baseline") == 1
     assert spent == RUN_TRIALS or (spent < RUN_TRIALS and result.search_ended.startswith("converged")), \
@@ -238,7 +238,7 @@ def test_each_sampler_runs_in_the_same_harness(prepared, sampler):
     result = run(prepared, trials=3, sampler=sampler, use_bank=False)
     assert result.status in ("ok", "no_promotion"), result.message
     assert result.sampler == sampler
-    kinds = [r.kind for r in result.trials]
+    kinds = budget_kinds(result.trials)
     assert kinds.count("baseline") == 1 and kinds.count("search") == 2, kinds
     stored = _store(prepared).trials()
     assert [r.number for r in result.trials] == [s.number for s in stored]
