@@ -224,7 +224,7 @@ MACHINE_LIMIT_S = 0.8
 """Seconds for the machine's peak, shared by the dtypes measured: doctor stays under a second longer."""
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
@@ -253,7 +253,7 @@ def machine_peak(device: str, hardware: HardwareFingerprint | None = None,
             return max(sheets, key=lambda p: p.value)
         dtypes = ["fp32", "bf16"] if torch.cuda.is_bf16_supported() else ["fp32"]
     else:
-        dtypes = cpu_dtypes(_cpu_flags())
+        dtypes = cpu_dtypes(cpu_flags())
     share = limit_s / len(dtypes)
     peaks = [peak_flops(device, dtype, threads=hw.cpu_cores, hardware=hw, remeasure=True, budget_s=share,
                         limit_s=share) for dtype in dtypes]

@@ -34,7 +34,7 @@ def test_the_cpu_s_peak_is_its_fastest_dtype_on_every_core_within_the_limit(monk
         return PeakFlops(value=rates[dtype], source="measured", device=device, dtype=dtype, method="measured",
                          threads=threads)
 
-    monkeypatch.setattr(hardware, "_cpu_flags", lambda: {"amx_bf16"})
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"amx_bf16"})
     monkeypatch.setattr(hardware, "peak_flops", measured)
     peak = machine_peak("cpu", hw)
     assert (peak.dtype, peak.value, peak.threads) == ("bf16", 4e12, 16)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract, Knob
 from infrarsi.patches.activation_checkpointing import ActivationCheckpointing
+from infrarsi.patches.autocast_bf16 import AutocastBf16
 from infrarsi.patches.base import (
     APPLIED,
     FAILED,
@@ -39,7 +40,7 @@ from infrarsi.patches.tf32_matmul import Tf32Matmul
 from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
 
 __all__ = [
-    "REGISTRY", "Patch", "PatchOutcome", "PriorEffect", "Site", "find_sites", "apply_patches", "patch_knobs",
+    "REGISTRY", "Patch", "PatchOutcome", "PriorEffect", "Site", "applicable", "find_sites", "apply_patches", "patch_knobs",
     "existing_knob",
     "APPLIED", "SKIPPED", "FAILED",
 ]
@@ -56,6 +57,7 @@ REGISTRY: dict[str, Patch] = {
         CompileModel(),
         DdpNoSync(),
         Tf32Matmul(),
+        AutocastBf16(),
         PinnedMemory(),
         GradientAccumulation(),
     )
@@ -114,6 +116,21 @@ def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
             source = (Path(repo) / rel).read_text()
             found.extend((name, site) for site in patch.sites(rel, source))
     return found
+
+
+def applicable(repo: Path, contract: Contract, device: str) -> tuple[list[str], dict[str, str]]:
+    """The library patches a run on ``device`` tries (each with a site in the editable files), and
+    those with a site it does not try, with why (``Patch.refusal``)."""
+    found = {name for name, _site in find_sites(repo, contract)}
+    tried, refused = [], {}
+    for name, patch in REGISTRY.items():
+        if name in found:
+            why = patch.refusal(device)
+            if why:
+                refused[name] = why
+            else:
+                tried.append(name)
+    return tried, refused
 
 
 def apply_patches(

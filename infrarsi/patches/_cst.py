@@ -5,6 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 _EMPTY = cst.Module(body=[])
+DEVICES = {"cuda", "cpu", "mps", "xpu"}
+"""torch's device types, as scripts compare them (``device_type == "cuda"``)."""
 
 
 def code(node: cst.CSTNode) -> str:

@@ -152,6 +152,10 @@ class Patch:
     ``definition`` one top-level definition; ``top`` the top-level statements that are not
     definitions; ``module`` the whole file."""
 
+    def refusal(self, device: str) -> str | None:
+        """Why a run on ``device`` does not try this patch (None: it does)."""
+        return "GPU-only patch on a CPU run" if self.gpu_only and device != "cuda" else None
+
     def may_apply(self, source: str) -> bool:
         """The cheap test: False only when the codemod cannot find a site in ``source``."""
         groups = ((self.needles,) if self.needles else ()) + self.requires

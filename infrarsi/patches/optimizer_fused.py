@@ -3,14 +3,16 @@
 Fused kernels exist for Adam, AdamW, SGD and Adagrad on CPU and CUDA (torch >= 2.4). They do the
 same arithmetic in one kernel per parameter group, so results agree to float rounding, not bit
 for bit. ``foreach`` is removed: torch refuses both at once. Calls whose implementation comes
-from an expression or ``**kwargs`` are left to the search's knob, as for ``optimizer_foreach``.
+from an expression or ``**kwargs`` are left to the search's knob, as for ``optimizer_foreach``;
+but a script that switches fused off by device (``use_fused = fused_available and device_type ==
+"cuda"``) gets the switch without its device test, since the fused kernels run on CPU too.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from infrarsi.patches._cst import code, has_star_args
+from infrarsi.patches._cst import DEVICES, code, has_star_args
 from infrarsi.patches._optim import OPTIMIZERS, imported_from_optim, keyword, optimizer_class, with_keyword, without_keyword
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
@@ -34,6 +36,25 @@ class FusedCodemod(PatchCodemod):
             return updated_node
         self.mark(original_node, f"{cls} has a fused implementation: fused=True updates each group in one kernel")
         return with_keyword(without_keyword(updated_node, "foreach"), "fused", "True")
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        targets = [t.target for t in original_node.targets]
+        value = original_node.value
+        if len(targets) != 1 or not isinstance(targets[0], cst.Name) or "fused" not in targets[0].value.lower() \
+                or not isinstance(value, cst.BooleanOperation) or not isinstance(value.operator, cst.And):
+            return updated_node
+        tests = [side for side in (value.left, value.right) if _device_test(side)]
+        if len(tests) != 1:
+            return updated_node
+        kept = value.right if tests[0] is value.left else value.left
+        self.mark(original_node, f"fused is switched off unless {code(tests[0])}: torch's fused kernels run on CPU too")
+        return updated_node.with_changes(value=kept.with_changes(lpar=[], rpar=[]))
+
+
+def _device_test(node: cst.BaseExpression) -> bool:
+    """``device_type == "cuda"`` and the like: a comparison with a device's name."""
+    return isinstance(node, cst.Comparison) and any(
+        isinstance(c.comparator, cst.SimpleString) and c.comparator.evaluated_value in DEVICES for c in node.comparisons)
 
 
 class OptimizerFused(Patch):

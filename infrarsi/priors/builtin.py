@@ -435,6 +435,9 @@ PATCH_TABLE: dict[str, tuple[Callable[[str], Effect], str, str]] = {
                     "last micro-step of an accumulation"),
     "tf32_matmul": (_tf32, "TF32 is a CUDA tensor-core mode; CPU matmuls are unaffected",
                     DTYPE.source_cuda),
+    "autocast_bf16": (lambda d: _level(DTYPE, "bf16", d),
+                      DTYPE.source_cpu + " (the patch is tried only where bf16 matmuls measured faster)",
+                      DTYPE.source_cuda),
     "pinned_memory": (_pinned, "pinned host memory only speeds host-to-device copies; no device on CPU",
                       "PyTorch DataLoader docs and CUDA best-practices guide: page-locked buffers make "
                       "host-to-device copies faster and asynchronous"),

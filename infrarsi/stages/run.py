@@ -234,15 +234,8 @@ def _validate_patches(session: _Session, baseline: Candidate, names: list[str]) 
 def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: str = "faster",
                         doctor: dict[str, Any] | None = None,
                         llm: LLMConfig | None = None) -> tuple[list[str], list[PatchCheck]]:
-    names, skipped = [], []
-    found = {name for name, _site in patch_library.find_sites(repo, contract)}
-    for name, patch in patch_library.REGISTRY.items():
-        if name not in found:
-            continue
-        if patch.gpu_only and device != "cuda":
-            skipped.append(PatchCheck(name=name, status="skipped", reason="GPU-only patch on a CPU run", cost_s=0.0))
-        else:
-            names.append(name)
+    names, refused = patch_library.applicable(repo, contract, device)
+    skipped = [PatchCheck(name=name, status="skipped", reason=why, cost_s=0.0) for name, why in refused.items()]
     llm = llm if llm is not None else load_llm_config(repo)
     if llm.configured:  # proposals go through the same one-time validation as library patches
         proposals = cached_proposals(repo, contract, doctor, goal, llm)

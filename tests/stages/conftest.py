@@ -67,14 +67,14 @@ def fresh_paced(dest: Path) -> Path:
     return dest
 
 
-def measured_copy(src: Path, dest: Path) -> Path:
-    """A copy of a test job in a new git repo after `init --budget-gib 0.125` (no model) and
-    `doctor --repeats 2`."""
+def measured_copy(src: Path, dest: Path, budget_bytes: int = BUDGET_BYTES) -> Path:
+    """A copy of a test job in a new git repo after `init --budget-gib 0.125` (or `budget_bytes`; no
+    model) and `doctor --repeats 2`."""
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
     git_repo(dest)
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("ANTHROPIC_API_KEY", raising=False)
-        done = init(dest, budget_bytes=BUDGET_BYTES)
+        done = init(dest, budget_bytes=budget_bytes)
         assert done.ok, done.message
         doctor(dest, repeats=2)
     return dest

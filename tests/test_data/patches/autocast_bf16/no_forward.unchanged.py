@@ -1,0 +1,5 @@
+import torch
+
+for step in range(10):
+    loss = losses[step]
+    loss.backward()
