@@ -26,6 +26,7 @@ from infrarsi.patches.base import (
     Site,
     diff_hunks,
 )
+from infrarsi.patches.channels_last import ChannelsLast
 from infrarsi.patches.compile_model import CompileModel
 from infrarsi.patches.ddp_no_sync import DdpNoSync
 from infrarsi.patches.diff_patch import LLM_PREFIX, apply_diff
@@ -58,6 +59,7 @@ REGISTRY: dict[str, Patch] = {
         DdpNoSync(),
         Tf32Matmul(),
         AutocastBf16(),
+        ChannelsLast(),
         PinnedMemory(),
         GradientAccumulation(),
     )

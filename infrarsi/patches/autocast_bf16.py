@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from infrarsi import hardware
 from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, names_in
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
@@ -117,6 +116,8 @@ class AutocastCodemod(PatchCodemod):
 def refusal(flags: set[str], bf16_rate: float | None, fp32_rate: float | None) -> str | None:
     """Why bfloat16 mixed precision is not tried on this CPU (None: it is), from its /proc/cpuinfo
     flags and the measured matmul rates of both dtypes."""
+    from infrarsi import hardware  # imports torch, which the editor's readers of the registry never load
+
     units = hardware.CPU_DTYPE_UNITS["bf16"]
     if not flags & set(units):
         return (f"this CPU has no bfloat16 units ({' or '.join(units)} absent from /proc/cpuinfo): torch would "
@@ -142,10 +143,15 @@ class AutocastBf16(Patch):
     }
     needles = (".backward(",)
     requires = (("torch",),)
-    reach = "module"  # whether the file autocasts anywhere decides each site
+    # A site lies in one block. The run sees the whole file, so an autocast anywhere in it holds the
+    # patch back; the editor, analysing one definition with the file's imports, sees that
+    # definition's (an edit elsewhere re-analyses nothing here).
+    reach = "definition"
     codemod = AutocastCodemod
 
     def refusal(self, device: str) -> str | None:
+        from infrarsi import hardware  # imports torch (see ``refusal`` above)
+
         if device == "cuda":
             import torch
 

@@ -415,6 +415,10 @@ def _tf32(device: str) -> Effect:
     return _level(DTYPE, "tf32", device)
 
 
+def _channels_last(device: str) -> Effect:
+    return Effect(-0.15, 0.25, 0.0, 0.05) if device == "cpu" else Effect(-0.2, 0.2, 0.0, 0.05)
+
+
 def _pinned(device: str) -> Effect:
     return Effect(0.0, 0.02, 0.0, 0.03) if device == "cpu" else Effect(-0.02, 0.04, 0.0, 0.03)
 
@@ -438,6 +442,10 @@ PATCH_TABLE: dict[str, tuple[Callable[[str], Effect], str, str]] = {
     "autocast_bf16": (lambda d: _level(DTYPE, "bf16", d),
                       DTYPE.source_cpu + " (the patch is tried only where bf16 matmuls measured faster)",
                       DTYPE.source_cuda),
+    "channels_last": (_channels_last,
+                      "PyTorch channels-last tutorial: oneDNN convolutions run NHWC without a reorder per layer",
+                      "PyTorch channels-last tutorial and NVIDIA's deep learning performance guide: tensor-core "
+                      "convolutions are NHWC; NCHW inputs are transposed around each kernel"),
     "pinned_memory": (_pinned, "pinned host memory only speeds host-to-device copies; no device on CPU",
                       "PyTorch DataLoader docs and CUDA best-practices guide: page-locked buffers make "
                       "host-to-device copies faster and asynchronous"),

@@ -1,8 +1,6 @@
 """Mixed precision (infrarsi/patches/autocast_bf16.py): tried only where bfloat16 matmuls are
 faster, and then validated by a real trial on the numerics tolerance."""
 
-from pathlib import Path
-
 import pytest
 
 from infrarsi.contract import load_contract
@@ -12,9 +10,6 @@ from infrarsi.patches.autocast_bf16 import MIN_GAIN, refusal
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
-from tests.stages.conftest import measured_copy
-
-MATMUL = Path(__file__).parents[1] / "test_data" / "stages" / "matmul"
 
 
 def test_a_cpu_without_bf16_units_is_refused_by_name():
@@ -29,11 +24,11 @@ def test_bf16_that_measures_no_faster_is_refused_with_both_rates():
 
 
 @pytest.mark.e2e
-def test_proposed_and_validated_where_bf16_is_fast_else_refused_with_the_reason(tmp_path):
+def test_proposed_and_validated_where_bf16_is_fast_else_refused_with_the_reason(vision_job):
     """On this machine, whichever it is: a CPU whose bf16 matmuls measure MIN_GAIN times float32's
     tries the patch, and its trial keeps the loss within the numerics tolerance; any other is told
     why it is not tried."""
-    repo = measured_copy(MATMUL, tmp_path / "matmul", budget_bytes=2**30)  # oneDNN's buffers
+    repo = vision_job
     contract = load_contract(repo)
     fast = bool(cpu_flags() & set(CPU_DTYPE_UNITS["bf16"])) and \
         peak_flops("cpu", "bf16").value >= MIN_GAIN * peak_flops("cpu", "fp32").value

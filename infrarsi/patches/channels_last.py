@@ -1,0 +1,97 @@
+"""Convolutional models in the channels-last memory format: ``model = model.to(memory_format=torch.channels_last)``.
+
+Convolutions run fastest on NHWC data (oneDNN on a CPU, tensor cores on CUDA): with the weights in
+channels-last, each convolution picks the NHWC kernel and its output stays NHWC, instead of
+reordering every activation to and from NCHW around each kernel. Kernels and summation order
+change with the format, so the patch changes float results by design and trials judge it on the
+numerics tolerance.
+
+The model is the name the file hands to an optimizer (``<model>.parameters()``): the line goes
+after each assignment that builds it (``model = Net().to(device)``), not after one that wraps or
+moves a model already built (``model = DataParallel(model)``: the format travels with the weights).
+Only a file that both defines convolutions and runs the training loop is rewritten, and one that
+already chooses a memory format is left alone.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from infrarsi.patches._cst import imports_name, names_in, single_assign
+from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+
+
+def _trained_models(module: cst.Module) -> set[str]:
+    """The names whose ``.parameters()`` the file reads: the models its optimizers train."""
+    found: set[str] = set()
+
+    class _Parameters(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "parameters" and isinstance(func.value, cst.Name):
+                found.add(func.value.value)
+
+    module.visit(_Parameters())
+    return found
+
+
+def _chooses_a_format(module: cst.Module) -> bool:
+    """Whether the code (not a comment or a string) names a memory format already."""
+    found = False
+
+    class _Formats(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            found = found or node.attr.value in ("channels_last", "channels_last_3d", "memory_format")
+
+    module.visit(_Formats())
+    return found or "memory_format" in names_in(module)
+
+
+class ChannelsLastCodemod(PatchCodemod):
+    DESCRIPTION = "Keep a convolutional model's weights and activations in channels-last (NHWC) memory format."
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self.models = _trained_models(node)
+        self.active = bool(self.models) and imports_name(node, "torch") and ".backward(" in node.code \
+            and not _chooses_a_format(node)
+        return self.active
+
+    def _rewrite(self, original: list[cst.BaseStatement], body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for stmt, new in zip(original, body, strict=True):
+            out.append(new)
+            assigned = single_assign(stmt)
+            if assigned is None or assigned[0] not in self.models:
+                continue
+            model, value = assigned
+            if model in names_in(value) or not isinstance(value, cst.Call):
+                continue  # wraps or moves a model already built, or is not a construction
+            self.mark(stmt, f"{model} convolves in NCHW: channels-last runs its convolutions as NHWC kernels")
+            out.append(cst.parse_statement(
+                f"{model} = {model}.to(memory_format=torch.channels_last)  # NHWC convolutions (added by InfraRSI)\n"))
+        return out
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self._rewrite(list(original_node.body), list(updated_node.body)))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if not self.active:
+            return updated_node
+        return updated_node.with_changes(body=self._rewrite(list(original_node.body), list(updated_node.body)))
+
+
+class ChannelsLast(Patch):
+    name = "channels_last"
+    DESCRIPTION = ChannelsLastCodemod.DESCRIPTION
+    numerics_by_design = True
+    prior = {
+        # oneDNN's NHWC convolutions skip a reorder per layer; small images gain less.
+        "cpu": PriorEffect(time_factor=0.85, memory_factor=1.0, confidence=0.3),
+        "cuda": PriorEffect(time_factor=0.8, memory_factor=1.0, confidence=0.4),
+    }
+    needles = (".backward(",)
+    requires = (("Conv2d", "conv2d"), (".parameters(",))
+    absent = ("channels_last",)
+    reach = "module"  # which names are models is read from the whole file
+    codemod = ChannelsLastCodemod
