@@ -152,11 +152,17 @@ class Arg:
     """How many tokens it spans (1 for ``--k=v`` or a bare flag, 2 for ``--k v``)."""
 
 
+OVERRIDE = re.compile(r"\+{0,2}[A-Za-z_]\w*(\.\w+)*=")
+"""A ``key.sub=value`` override (Hydra, OmegaConf's ``from_cli``): a setting with no dashes; Hydra's
+``+key=`` / ``++key=`` add or force one."""
+
+
 def script_settings(args: list[str], bare: set[str] = frozenset()) -> list[Arg]:
     """The script arguments as flags with values and positionals.
 
     ``bare``: flags known to take no value (store_true and the like); any other ``--flag`` takes
-    the next token as its value unless that token is itself an option."""
+    the next token as its value unless that token is itself an option. A ``key.sub=value`` override
+    is a setting whose flag is ``key.sub`` (as written, pluses included)."""
     out: list[Arg] = []
     i = 0
     while i < len(args):
@@ -172,6 +178,10 @@ def script_settings(args: list[str], bare: set[str] = frozenset()) -> list[Arg]:
             else:
                 out.append(Arg(arg, args[i + 1], i, 2))
                 i += 2
+        elif OVERRIDE.match(arg):
+            flag, _, value = arg.partition("=")
+            out.append(Arg(flag, value, i, 1))
+            i += 1
         else:
             out.append(Arg("", arg, i, 1))
             i += 1
@@ -196,7 +206,7 @@ def without_flag(args: list[str], flags: set[str], takes_value: bool) -> tuple[l
     while i < len(args):
         arg = args[i]
         flag = arg.partition("=")[0]
-        if arg.startswith("-") and _norm(flag) in names:
+        if (arg.startswith("-") or OVERRIDE.match(arg)) and _norm(flag) in names:
             first = len(out) if first is None else first
             has_value = "=" in arg
             i += 1

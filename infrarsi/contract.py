@@ -176,7 +176,7 @@ class Workload:
         for key, value in self.overrides.items():
             if not isinstance(value, (bool, int, float, str)):
                 raise ContractError(f"workload.overrides.{key}", f"must be a bool, int, float or str, got {value!r}")
-        if self.knob_style not in ("argparse", "globals", "dataclass"):
+        if self.knob_style not in ("argparse", "globals", "dataclass", "nested"):
             raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
         for name in ("measured_steps", "planned_steps"):
             if getattr(self, name) <= 0:

@@ -93,7 +93,8 @@ def normalize(name: str) -> str:
 
 
 def _match(name: str, pattern: str) -> bool:
-    return re.fullmatch(pattern, normalize(name)) is not None
+    """Whether the name, or for a nested setting (``trainer.max_iters``) its last part, fits."""
+    return re.fullmatch(pattern, normalize(name.rsplit(".", 1)[-1])) is not None
 
 
 def _batch_rule(knob: RawKnob, names: list[str]) -> Rule:

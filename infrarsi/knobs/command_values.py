@@ -133,7 +133,7 @@ def _data_config(repo: Path, cwd: str, text: str, knobs: dict[str, RawKnob], fla
 
 def _command_knob(arg: Arg) -> RawKnob:
     """A flag the script does not declare (a library's parser reads it), typed from its value."""
-    name = arg.flag.lstrip("-").replace("-", "_")
+    name = arg.flag.lstrip("-+").replace("-", "_")
     if arg.value is None:
         return RawKnob(name, "bool", True, flag=arg.flag, flag_style="store_true", source="command")
     value = _literal(arg.value)

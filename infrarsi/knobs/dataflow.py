@@ -62,11 +62,12 @@ _KEYWORD_OPS = {
     "static_graph": "ddp_static_graph",
     "set_to_none": "zero_grad",
 }
-_LOADER_KW = {"num_workers": "dataloader_workers", "pin_memory": "dataloader_pin_memory",
-              "prefetch_factor": "dataloader_prefetch", "persistent_workers": "dataloader_persistent"}
+LOADER_KEYWORDS = {"num_workers": "dataloader_workers", "pin_memory": "dataloader_pin_memory",
+                   "prefetch_factor": "dataloader_prefetch", "persistent_workers": "dataloader_persistent"}
+"""DataLoader keywords that change how fast the data arrives, never what it is, by role."""
 _BINARY = {cst.DivideAssign: cst.Divide, cst.FloorDivideAssign: cst.FloorDivide, cst.MultiplyAssign: cst.Multiply,
            cst.SubtractAssign: cst.Subtract}
-_SPEED_KEYWORDS = {*_KEYWORD_OPS, *_LOADER_KW, "mode", "backend"}
+_SPEED_KEYWORDS = {*_KEYWORD_OPS, *LOADER_KEYWORDS, "mode", "backend"}
 _TORCH_DTYPES = {"float32", "float16", "bfloat16", "float", "half", "float64", "double"}
 
 
@@ -540,8 +541,8 @@ class _Builder:
         for key, refs in keys.items():
             if key == "batch_size":
                 self._sink("batch" if training else "eval_batch", call, refs)
-            elif key in _LOADER_KW:
-                self._sink(_LOADER_KW[key], call, refs)
+            elif key in LOADER_KEYWORDS:
+                self._sink(LOADER_KEYWORDS[key], call, refs)
             elif key in _LOADER_DATA_KW:
                 self._sink("workload:data", call, refs)
 
@@ -766,8 +767,9 @@ def build_graph(files: list[ParsedFile]) -> FlowGraph:
 
 
 def knob_sources(name: str, style: str, entry: str) -> list[str]:
-    """Where a knob's value enters the code: ``x.<name>`` loads, and for globals the module name."""
-    out = [f"a:{name}"]
+    """Where a knob's value enters the code: ``x.<name>`` loads (for a config node's leaf, the
+    load of its last part: ``config.trainer.max_iters``), and for globals the module name."""
+    out = [f"a:{name.rsplit('.', 1)[-1] if style == 'nested' else name}"]
     if style == "globals":
         out.append(f"n:{entry}::{name}")
     return out

@@ -20,7 +20,16 @@ import libcst as cst
 
 from infrarsi.contract import KnobValue
 from infrarsi.knobs.entry import EntryPoint
-from infrarsi.knobs.source import ParsedFile, dotted, is_knob_value, local_imports, parse, type_name, walk
+from infrarsi.knobs.nested import nested_settings
+from infrarsi.knobs.source import (
+    ParsedFile,
+    dotted,
+    is_knob_value,
+    local_imports,
+    parse,
+    type_name,
+    walk,
+)
 
 _TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
 
@@ -45,7 +54,7 @@ class RawKnob:
 @dataclass(slots=True)
 class Discovery:
     style: str
-    """argparse | globals | dataclass (argparse when the script reads no knobs at all)."""
+    """argparse | globals | dataclass | nested (argparse when the script reads no knobs at all)."""
     knobs: list[RawKnob] = field(default_factory=list)
     skipped: list[RawKnob] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
@@ -348,8 +357,15 @@ def discover(repo: Path, entry: EntryPoint) -> Discovery:
                         "defaults in source (knobs.*.flag is empty)"
                     )
     if not found:
+        nested = nested_settings(readers)
+        if nested:
+            style = "nested"
+            found = [RawKnob(s.path, type_name(s.value), s.value, help=f"config node built by {s.builder}",
+                             flag=f"--{s.path}", source=s.source) for s in nested]
+    if not found:
         warnings.append(
-            f"{entry.path} reads no knobs (no argparse arguments, configurator globals or dataclass config): "
+            f"{entry.path} reads no knobs (no argparse arguments, configurator globals, dataclass config or "
+            "config node merged with command-line overrides): "
             "nothing to tune but patches"
         )
     return Discovery(

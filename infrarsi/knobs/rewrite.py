@@ -1,9 +1,12 @@
 """Rewriting knob defaults where a script reads them, keeping its formatting and comments.
 
 Used for knobs with no command-line flag (a dataclass config nobody parses) and by ``apply`` to
-write the winning settings into the user's source. Three places are rewritten:
+write the winning settings into the user's source. These places are rewritten:
 ``parser.add_argument(..., default=X)`` and ``parser.set_defaults(name=X)`` by dest name, a
-module-level ``name = X``, and a dataclass field ``name: T = X`` (or ``field(default=X)``).
+module-level ``name = X``, a dataclass field ``name: T = X`` (or ``field(default=X)``), and the
+settings written in code that ``knobs/literals.py`` names: a keyword of every ``DataLoader(...)``
+that writes it as a literal or leaves it out, ``torch.set_num_threads(X)`` and
+``torch.backends.cudnn.benchmark = X``.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.contract import KnobValue
+from infrarsi.knobs.dataflow import LOADER_KEYWORDS
 from infrarsi.knobs.discover import argparse_dest, is_dataclass_def
-from infrarsi.knobs.source import dotted
+from infrarsi.knobs.literals import CUDNN_BENCHMARK, LOADER, THREADS_CALL, knob_name
+from infrarsi.knobs.source import dotted, literal
 
 
 class KnobRewriteError(ValueError):
@@ -33,6 +38,14 @@ class _SetDefaults(cst.CSTTransformer):
         self.found: set[str] = set()
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        callee = dotted(updated.func).rsplit(".", 1)[-1]
+        if callee == LOADER:
+            return self._loader(updated)
+        threads = knob_name(THREADS_CALL)
+        if callee == THREADS_CALL and threads in self.values and len(updated.args) == 1 \
+                and _is_literal(updated.args[0].value):
+            self.found.add(threads)
+            return updated.with_changes(args=[updated.args[0].with_changes(value=_value(self.values[threads]))])
         if not isinstance(updated.func, cst.Attribute):
             return updated
         method = updated.func.attr.value
@@ -46,6 +59,38 @@ class _SetDefaults(cst.CSTTransformer):
                 if arg.keyword is not None and arg.keyword.value in self.values:
                     self.found.add(arg.keyword.value)
                     updated = _with_keyword(updated, arg.keyword.value, _value(self.values[arg.keyword.value]))
+        return updated
+
+    def _loader(self, call: cst.Call) -> cst.Call:
+        """The loader with each of its speed keywords that a knob sets written, unless the loader
+        passes that keyword as an expression (the script's own value)."""
+        for keyword in LOADER_KEYWORDS:
+            name = knob_name(LOADER, keyword)
+            if name not in self.values:
+                continue
+            given = next((a for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+            if given is not None and not _is_literal(given.value):
+                continue
+            self.found.add(name)
+            splats = [i for i, a in enumerate(call.args) if a.star == "**"]
+            if given is None and splats:
+                # ``**kwargs`` may carry the keyword too: written into the last one, the knob's value wins.
+                args = list(call.args)
+                last = args[splats[-1]]
+                merged = cst.parse_expression(f"{{**x, {keyword!r}: {self.values[name]!r}}}")
+                merged = merged.with_changes(elements=[cst.StarredDictElement(last.value), *merged.elements[1:]])
+                args[splats[-1]] = last.with_changes(value=merged)
+                call = call.with_changes(args=args)
+            else:
+                call = _with_keyword(call, keyword, _value(self.values[name]))
+        return call
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        name = knob_name(CUDNN_BENCHMARK)
+        if name in self.values and len(updated.targets) == 1 \
+                and dotted(updated.targets[0].target).endswith(CUDNN_BENCHMARK) and _is_literal(updated.value):
+            self.found.add(name)
+            return updated.with_changes(value=_value(self.values[name]))
         return updated
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
@@ -93,6 +138,10 @@ def _with_declared_value(small, new: cst.BaseExpression):
     return small.with_changes(value=new)
 
 
+def _is_literal(node: cst.BaseExpression) -> bool:
+    return literal(cst.Module([]), node)[0]
+
+
 def _with_keyword(call: cst.Call, keyword: str, new: cst.BaseExpression) -> cst.Call:
     """``call`` with ``keyword=new``: replaced in place when present, appended otherwise."""
     args = list(call.args)
@@ -118,6 +167,6 @@ def set_defaults(source: str, values: dict[str, KnobValue]) -> str:
     if missing:
         raise KnobRewriteError(
             f"knob(s) {', '.join(missing)} not declared in this source (no add_argument dest, "
-            "module-level assignment or dataclass field by that name)"
+            "module-level assignment, dataclass field or setting written in code by that name)"
         )
     return out.code

@@ -97,10 +97,11 @@ def _from_flow(knob: RawKnob, reaches: list[Reach], counts_accum: bool, has_accu
 
 
 def assign_roles(files: list[ParsedFile], knobs: list[RawKnob], style: str,
-                 graph: FlowGraph | None = None, framework: dict[str, Rule] | None = None) -> dict[str, Role]:
-    """Each knob's role: a framework schema's (``infrarsi/knobs/frameworks.py``) for its settings,
+                 graph: FlowGraph | None = None, known: dict[str, Role] | None = None) -> dict[str, Role]:
+    """Each knob's role: ``known`` for the settings whose place gives it (a framework schema's,
+    ``infrarsi/knobs/frameworks.py``; a setting written in code, ``infrarsi/knobs/literals.py``),
     else from the data flow where the code shows where it acts, else the catalog."""
-    framework = framework or {}
+    known = known or {}
     graph = graph if graph is not None else build_graph(files)
     entry = files[0].rel if files else ""
     names = [k.name for k in knobs]
@@ -110,8 +111,8 @@ def assign_roles(files: list[ParsedFile], knobs: list[RawKnob], style: str,
                     and not any(x.kind == "batch" for x in r)}
     out = {}
     for k in knobs:
-        if k.name in framework:
-            out[k.name] = Role(framework[k.name], "framework schema")
+        if k.name in known:
+            out[k.name] = known[k.name]
             continue
         catalog = classify(k, names)
         flow = _from_flow(k, reaches[k.name], bool(counts_accum - {k.name}), graph.has_accumulation, catalog)

@@ -10,6 +10,7 @@ import sys
 
 from infrarsi.commandline import is_python, parse_command, without_flag
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi.knobs.literals import written_in_code
 from infrarsi.runner.result import Candidate
 
 # Launcher knobs belong before the entry script (torchrun's own options), not after it.
@@ -63,11 +64,13 @@ def trial_knob_values(contract: Contract, knobs: dict[str, KnobValue], steps: in
 
 
 def source_knobs(contract: Contract, values: dict[str, KnobValue]) -> dict[str, dict[str, KnobValue]]:
-    """Flag-less knob values grouped by the file that defines them (``Knob.source`` or the entry)."""
+    """Flag-less knob values grouped by the file that defines them (``Knob.source`` or the entry).
+    A setting written in code is left as written at its default, which may stand for torch's
+    default where the code leaves it out (knobs/literals.py)."""
     by_file: dict[str, dict[str, KnobValue]] = {}
     for name, value in values.items():
         knob = contract.knob(name)
-        if not knob.flag:
+        if not knob.flag and not (value == knob.default and written_in_code(name)):
             path = knob.source.rsplit(":", 1)[0] if knob.source else contract.workload.entry
             by_file.setdefault(path, {})[name] = value
     return by_file

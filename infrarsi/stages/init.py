@@ -49,9 +49,10 @@ from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
 from infrarsi.knobs.frameworks import framework_settings, with_settings
+from infrarsi.knobs.literals import literal_settings
 from infrarsi.knobs.llm_roles import Claim, classify_unknown, knob_uses, save_claims
 from infrarsi.knobs.loop import find_loop
-from infrarsi.knobs.roles import assign_roles
+from infrarsi.knobs.roles import Role, assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs
 from infrarsi.llm import load_llm_config
@@ -220,6 +221,8 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
     readers = [ParsedFile(ep.path, ep.wrapper), *(ParsedFile(rel, parse(repo, rel)) for rel in found.files[1:])]
     settings = framework_settings(readers)
     found.knobs = with_settings(found.knobs, settings)
+    in_code = literal_settings(readers, has_cuda=_cuda_count() > 0)
+    found.knobs = [*found.knobs, *(s.knob for s in in_code)]
     warnings = list(found.warnings)
     loop = find_loop((ep.path, ep.wrapper), [(rel, parse(repo, rel)) for rel in found.files[1:]])
     if not loop.found:
@@ -231,7 +234,9 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         found = Discovery(style=found.style, knobs=values.knobs, skipped=values.skipped, files=found.files,
                           warnings=found.warnings)
         set_by = values.set_by
-    knobs, workload_facts = _knobs(found, ep, warnings, user, readers, {s.name: s.rule for s in settings})
+    known = {**{s.name: Role(s.rule, "framework schema") for s in settings},
+             **{s.knob.name: Role(s.rule, f"written in code at {s.knob.source}") for s in in_code}}
+    knobs, workload_facts = _knobs(found, ep, warnings, user, readers, known)
     knobs, fit = _fit_device(repo, ep, knobs, set_by)
     warnings.extend(fit.notes)
     workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings, user, fit)
@@ -342,8 +347,8 @@ class _Facts:
 
 
 def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
-           readers: list[ParsedFile] = (), framework: dict | None = None) -> tuple[list[Knob], _Facts]:
-    assigned = assign_roles(list(readers), found.knobs, found.style, framework=framework)
+           readers: list[ParsedFile] = (), known: dict[str, Role] | None = None) -> tuple[list[Knob], _Facts]:
+    assigned = assign_roles(list(readers), found.knobs, found.style, known=known)
     rules = {name: role.rule for name, role in assigned.items()}
     roles = {name: rule.role for name, rule in rules.items()}
     facts = _Facts()
