@@ -80,6 +80,9 @@ class Mode:
     measured_steps: int
     doctor_repeats: int
     deadline_s: float | None
+    planned_steps: int | None = None
+    """``init --planned-steps``: the owner's job length, which bounds verification's long runs;
+    None keeps the fixture's own."""
 
 
 GPU = Mode(
@@ -111,6 +114,9 @@ DRY = Mode(
     measured_steps=3,
     doctor_repeats=2,
     deadline_s=None,
+    # The plumbing, not the speed, is what a dry run checks: verification's long runs at 30 steps,
+    # not the fixture's 200.
+    planned_steps=30,
 )
 MODES = {m.name: m for m in (GPU, DRY)}
 
@@ -225,6 +231,8 @@ def check_fixture(check: Check, mode: Mode, plan: FixturePlan) -> None:
                  "--measured-steps", str(mode.measured_steps), "--json"]
     if plan.budget_gib is not None:
         init_argv[3:3] = ["--budget-gib", f"{plan.budget_gib:g}"]
+    if mode.planned_steps is not None:
+        init_argv[3:3] = ["--planned-steps", str(mode.planned_steps)]
     run_cli(check, Step(plan.name, "init", init_argv))
     if check.steps[-1].rc != 0:
         return _skip_rest(check, plan.name, "init failed")

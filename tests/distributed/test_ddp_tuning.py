@@ -3,8 +3,8 @@
 The search is narrowed to the launch shape, processes per node × threads per process (the rest
 of the contract as init wrote it), and the editable scope to data.py, so no patch needs a
 validation trial: six candidates, all run, including 2 × 1, 1 × 2 and the oversubscribed 2 × 2,
-which the early abort must stop. Short runs (1 warm-up + 3 measured steps) keep it under about
-three minutes on a quiet 2-core machine.
+which the early abort must stop. Short runs (1 warm-up + 3 measured steps, a 30-step job, which
+bounds re-verification's long runs) keep it under about three minutes on a quiet 2-core machine.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def shape(candidate: dict) -> tuple[int, int]:
 def test_ddp_shape_tuned_end_to_end(tmp_path):
     repo = git_repo(tmp_path / "ddp", ROOT / "fixtures" / "ddp_gpt")
     (repo / "README.md").write_text((ROOT / "fixtures" / "ddp_gpt" / "README.md").read_text())
-    init = cli("init", str(repo), "--scope", "data.py", "--warmup-steps", "1", "--measured-steps", "3", "--budget-gib", "6")
+    init = cli("init", str(repo), "--scope", "data.py", "--warmup-steps", "1", "--measured-steps", "3",
+               "--planned-steps", "30", "--budget-gib", "6")
     contract = load_contract(repo)
     assert contract.workload.launcher == "torchrun", init
     assert {1, 2} <= set(contract.knob("nproc_per_node").domain)

@@ -19,6 +19,9 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "dense_gpt"
 SERVER = [sys.executable, "-m", "infrarsi_server"]
 XS_MODEL = {"block_size": 64, "n_layer": 2, "vocab_size": 512, "batch_size": 8, "micro_batch_size": 4}
 """docs/measured.md's XS size: ~0.05 s a step, a trial is mostly its ~5 s of start-up."""
+PLANNED_STEPS = 30
+"""The job's length as its owner would run it: what verification's long runs last (the editor's
+tests are about the editor, not the precision a 200-step job would give them)."""
 
 
 def git(repo: Path, *args: str) -> str:
@@ -36,7 +39,7 @@ def template(tmp_path_factory) -> Path:
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "dense GPT")
-    result = init(repo, warmup_steps=1, measured_steps=4, budget_bytes=4 << 30)
+    result = init(repo, warmup_steps=1, measured_steps=4, planned_steps=PLANNED_STEPS, budget_bytes=4 << 30)
     assert result.ok, result.message
     return repo
 

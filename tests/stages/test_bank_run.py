@@ -20,7 +20,7 @@ from infrarsi.contract import load_contract
 from infrarsi.records import load_doctor
 from infrarsi.stages.report import report
 from infrarsi.stages.run import run
-from tests.stages.conftest import copy_repo, measured_copy
+from tests.stages.conftest import budget_kinds, copy_repo, measured_copy
 
 PACED_ATTENTION = Path(__file__).parents[1] / "test_data" / "stages" / "paced_attention"
 
@@ -53,7 +53,9 @@ def test_a_bad_bank_cannot_veto_what_the_run_measures(attention_prepared, tmp_pa
     assert result.status in ("ok", "no_promotion"), result.message
     assert "experience bank (2 effects)" in result.priors_source
     validation = [r for r in result.trials if r.kind == "validation"]
-    assert [r.candidate["patches"] for r in validation] == [["sdpa_attention"]] and validation[0].status == "ok"
+    # One validation (a disturbed one's reruns are that trial again), settled ok by its last run.
+    assert budget_kinds(validation) == ["validation"] and validation[-1].status == "ok"
+    assert all(r.candidate["patches"] == ["sdpa_attention"] for r in validation)
 
     # The 12x finding came from one trial: it does not keep the thread setting from being tried.
     search = [r for r in result.trials if r.kind == "search"]
