@@ -137,9 +137,11 @@ class Workload:
     notes: list[str] = field(default_factory=list)
     """What init changed about the baseline and why, for the report."""
     knob_style: str = "argparse"
-    """argparse | globals | dataclass: how the entry point reads its knobs."""
+    """argparse | globals | dataclass | nested (a config node or Hydra config overridden by path):
+    how the entry point reads its knobs."""
     args: dict[str, KnobValue] = field(default_factory=dict)
-    """Flags every trial passes (e.g. the step count), by flag name without dashes."""
+    """Flags every trial passes (e.g. the step count), by flag name without dashes (written back with
+    the dashes its knob's flag has: a Hydra path has none)."""
     tokens_per_step: int
     """Global tokens per optimizer step; every trial must report exactly this. 0: init could not
     derive it from the knob defaults, doctor sets it from the probe."""

@@ -86,6 +86,31 @@ def read_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
     return out
 
 
+def read_nested_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
+    """Scalar settings of a YAML or JSON file by dotted path (``trainer.max_iters``), as Hydra and
+    OmegaConf address them; Hydra's ``defaults`` list and mandatory ``???`` values are left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DiscoveryError(f"config file {shown} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    doc = _load(text, path.suffix.lower(), shown)
+    if not isinstance(doc, dict):
+        raise DiscoveryError(f"config file {shown} does not hold a table of settings (it is a {type(doc).__name__})")
+    out: dict[str, KnobValue] = {}
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, value in node.items():
+            if not isinstance(key, str) or (not prefix and key == "defaults"):
+                continue
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            elif is_knob_value(value) and value != "???":
+                out[f"{prefix}{key}"] = value
+
+    walk(doc, "")
+    return out
+
+
 def _set_first(doc: object, key: str, value: KnobValue) -> bool:
     if isinstance(doc, dict):
         if key in doc and not isinstance(doc[key], (dict, list)):

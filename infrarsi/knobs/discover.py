@@ -20,7 +20,7 @@ import libcst as cst
 
 from infrarsi.contract import KnobValue
 from infrarsi.knobs.entry import EntryPoint
-from infrarsi.knobs.nested import nested_settings
+from infrarsi.knobs.nested import hydra_settings, nested_settings
 from infrarsi.knobs.source import (
     ParsedFile,
     dotted,
@@ -357,15 +357,15 @@ def discover(repo: Path, entry: EntryPoint) -> Discovery:
                         "defaults in source (knobs.*.flag is empty)"
                     )
     if not found:
-        nested = nested_settings(readers)
+        nested = nested_settings(readers) or hydra_settings(repo, entry_reader)
         if nested:
             style = "nested"
-            found = [RawKnob(s.path, type_name(s.value), s.value, help=f"config node built by {s.builder}",
-                             flag=f"--{s.path}", source=s.source) for s in nested]
+            found = [RawKnob(s.path, type_name(s.value), s.value, help=s.builder, flag=s.flag, source=s.source)
+                     for s in nested]
     if not found:
         warnings.append(
-            f"{entry.path} reads no knobs (no argparse arguments, configurator globals, dataclass config or "
-            "config node merged with command-line overrides): "
+            f"{entry.path} reads no knobs (no argparse arguments, configurator globals, dataclass config, "
+            "config node merged with command-line overrides or Hydra config): "
             "nothing to tune but patches"
         )
     return Discovery(

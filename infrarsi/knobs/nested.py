@@ -1,7 +1,10 @@
-"""Config nodes built in code and overridden from the command line: ``C = ConfigNode()``,
-``C.trainer = Trainer.get_default_config()``, ``C.trainer.num_workers = 4``, returned by a function
-whose result the script merges with ``--trainer.num_workers=2`` (``merge_from_args``, the
-yacs/minGPT style).
+"""Nested configs overridden from the command line, by path.
+
+- Config nodes built in code: ``C = ConfigNode()``, ``C.trainer = Trainer.get_default_config()``,
+  ``C.trainer.num_workers = 4``, returned by a function whose result the script merges with
+  ``--trainer.num_workers=2`` (``merge_from_args``, the yacs/minGPT style).
+- Hydra: the YAML file ``@hydra.main(config_path=..., config_name=...)`` names, overridden with
+  ``trainer.num_workers=2`` (no dashes); its ``defaults`` list (config groups) is not read.
 
 Each literal leaf becomes a knob (``knobs/discover.py``, style ``nested``) named by its path
 (``trainer.num_workers``) with the flag ``--trainer.num_workers``; its role comes from its last
@@ -15,11 +18,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
 import libcst as cst
 
 from infrarsi.contract import KnobValue
-from infrarsi.knobs.source import ParsedFile, dotted, is_knob_value, walk
+from infrarsi.knobs.config_files import read_nested_data_config
+from infrarsi.knobs.source import (
+    DiscoveryError,
+    ParsedFile,
+    dotted,
+    is_knob_value,
+    walk,
+)
 
 MERGERS = ("merge_from_args",)
 """Methods that apply ``--path=value`` overrides to a config node."""
@@ -36,6 +47,8 @@ class NestedSetting:
     value: KnobValue
     source: str
     builder: str
+    flag: str
+    """``--trainer.max_iters`` for a node built in code, ``trainer.max_iters`` for Hydra."""
 
 
 @dataclass(slots=True)
@@ -126,5 +139,35 @@ def nested_settings(readers: list[ParsedFile]) -> list[NestedSetting]:
         if name in attached:
             continue  # a sub-node: read under the path its parent attaches it at
         for path, (value, where) in _leaves(name, builders, "", frozenset({name})).items():
-            out.setdefault(path, NestedSetting(path, value, where, name))
+            out.setdefault(path, NestedSetting(path, value, where, f"config node built by {name}", f"--{path}"))
     return list(out.values())
+
+
+def _keyword(call: cst.Call, name: str) -> str | None:
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    if arg is not None and isinstance(arg.value, cst.SimpleString):
+        value = arg.value.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def hydra_settings(repo: Path, entry: ParsedFile) -> list[NestedSetting]:
+    """The leaves of the YAML config the entry point's ``@hydra.main`` names (none without one, or
+    when its path or name is not a literal)."""
+    for node in walk(entry.module):
+        if not isinstance(node, cst.FunctionDef):
+            continue
+        for decorator in node.decorators:
+            call = decorator.decorator
+            if not (isinstance(call, cst.Call) and dotted(call.func) in ("hydra.main", "main")):
+                continue
+            name = _keyword(call, "config_name")
+            if name is None:
+                continue
+            rel = PurePosixPath(entry.rel).parent / (_keyword(call, "config_path") or ".") / f"{name}.yaml"
+            path = repo / rel
+            if not path.is_file():
+                raise DiscoveryError(f"{entry.where(decorator)}: @hydra.main names {rel}, which is not in the repository")
+            return [NestedSetting(key, value, rel.as_posix(), f"hydra config {rel.as_posix()}", key)
+                    for key, value in read_nested_data_config(path, rel.as_posix()).items()]
+    return []

@@ -95,9 +95,11 @@ def build_argv(contract: Contract, values: dict[str, KnobValue], python: str = s
         head = _set(head, {knob.flag}, True, knob.render(values[knob.name]))
     script = [k for k in flagged if k.role not in LAUNCHER_ROLES]
     set_flags = {k.flag for k in script}
+    paths = {k.flag for k in contract.knobs if k.flag and k.flag_style != "env" and not k.flag.startswith("-")}
     for name, value in workload.args.items():
-        if f"--{name}" not in set_flags:
-            tail = _set(tail, {f"--{name}"}, True, [f"--{name}={value}"])
+        flag = name if name in paths else f"--{name}"  # a Hydra override is its path, with no dashes
+        if flag not in set_flags:
+            tail = _set(tail, {flag}, True, [f"{flag}={value}"])
     for knob in script:
         tail = _set(tail, _spellings(knob), knob.flag_style == "eq", knob.render(values[knob.name]))
     return [*head, target, *tail]

@@ -1,6 +1,7 @@
-"""Config nodes built in code (infrarsi/knobs/nested.py): their leaves read as knobs with roles, the
-owner's job length read from a nested flag on the command, and a trial that moves a leaf through
-its flag (tests/test_data/stages/nested)."""
+"""Nested configs (infrarsi/knobs/nested.py): a config node built in code, its leaves read as knobs
+with roles, the owner's job length read from a nested flag on the command, and a trial that moves
+a leaf through its flag (tests/test_data/stages/nested); a Hydra YAML config tuned through
+``key.sub=value`` overrides (tests/test_data/stages/hydra)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from infrarsi.commandline import script_settings, without_flag
 from infrarsi.contract import load_contract
+from infrarsi.runner.command import build_argv, trial_knob_values
 from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
@@ -19,6 +21,7 @@ from infrarsi.stages.init import init
 from tests.stages.conftest import git_repo
 
 NESTED = Path(__file__).parents[1] / "test_data" / "stages" / "nested"
+HYDRA = Path(__file__).parents[1] / "test_data" / "stages" / "hydra"
 COMMAND = [sys.executable, "train.py", "--trainer.max_iters=12", "--trainer.batch_size=8"]
 
 
@@ -63,3 +66,24 @@ def test_a_trial_moves_a_leaf_through_its_flag(tmp_path):
     assert result.status is TrialStatus.OK, result.detail
     log = Path(result.log_path).read_text()
     assert "workers 0" in log and "workers 2" not in log
+
+
+def test_a_hydra_config_is_read_by_path_and_tuned_through_overrides(tmp_path):
+    repo = Path(shutil.copytree(HYDRA, tmp_path / "hydra"))
+    git_repo(repo)
+    result = init(repo, command=[sys.executable, "train.py", "trainer.max_iters=30"], budget_bytes=2**30)
+    assert result.ok, result.message
+    contract = result.contract
+    knobs = {k.name: k for k in contract.knobs}
+    assert {n: (k.role, k.default, k.flag) for n, k in knobs.items() if "." in n or n == "seed"} == {
+        "seed": ("workload", 3, "seed"),
+        "model.width": ("workload", 64, "model.width"),
+        "model.dropout": ("workload", 0.0, "model.dropout"),
+        "trainer.batch_size": ("workload", 16, "trainer.batch_size"),
+        "trainer.num_workers": ("dataloader_workers", 2, "trainer.num_workers"),
+        "trainer.max_iters": ("steps", 30, "trainer.max_iters"),
+        "trainer.lr": ("workload", 0.001, "trainer.lr"),
+    }
+    assert contract.workload.planned_steps == 30 and knobs["trainer.num_workers"].tunable
+    argv = build_argv(contract, trial_knob_values(contract, {"trainer.num_workers": 0}, 5))
+    assert argv[1:] == ["train.py", "trainer.max_iters=5", "trainer.num_workers=0"]  # replaced where it stood
