@@ -72,8 +72,8 @@ def _leaves(doc: object, out: dict[str, KnobValue]) -> None:
             _leaves(item, out)
 
 
-def read_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
-    """Scalar settings of a YAML or JSON file, by key."""
+def _read_table(path: Path, shown: str) -> dict:
+    """The YAML or JSON file's top-level table."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -81,6 +81,12 @@ def read_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
     doc = _load(text, path.suffix.lower(), shown)
     if not isinstance(doc, dict):
         raise DiscoveryError(f"config file {shown} does not hold a table of settings (it is a {type(doc).__name__})")
+    return doc
+
+
+def read_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
+    """Scalar settings of a YAML or JSON file, by key."""
+    doc = _read_table(path, shown)
     out: dict[str, KnobValue] = {}
     _leaves(doc, out)
     return out
@@ -89,13 +95,7 @@ def read_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
 def read_nested_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
     """Scalar settings of a YAML or JSON file by dotted path (``trainer.max_iters``), as Hydra and
     OmegaConf address them; Hydra's ``defaults`` list and mandatory ``???`` values are left out."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise DiscoveryError(f"config file {shown} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    doc = _load(text, path.suffix.lower(), shown)
-    if not isinstance(doc, dict):
-        raise DiscoveryError(f"config file {shown} does not hold a table of settings (it is a {type(doc).__name__})")
+    doc = _read_table(path, shown)
     out: dict[str, KnobValue] = {}
 
     def walk(node: dict, prefix: str) -> None:

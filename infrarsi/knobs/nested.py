@@ -63,6 +63,10 @@ class _Builder:
 class _Sub:
     callee: str
 
+    def names(self) -> tuple[str, ...]:
+        """How a builder may be keyed: as called, and as ``Class.method`` from a longer path."""
+        return self.callee, ".".join(self.callee.split(".")[-2:])
+
 
 def _returned(body: cst.BaseSuite) -> str | None:
     """The name the function returns, where it is made by a config node class."""
@@ -116,7 +120,7 @@ def _leaves(name: str, builders: dict[str, _Builder], prefix: str, seen: frozens
     for path, value, where in builders[name].leaves:
         full = f"{prefix}{path}"
         if isinstance(value, _Sub):
-            callee = next((c for c in (value.callee, ".".join(value.callee.split(".")[-2:])) if c in builders), None)
+            callee = next((c for c in value.names() if c in builders), None)
             if callee is not None and callee not in seen:
                 out = {k: v for k, v in out.items() if not k.startswith(full + ".")}
                 out.update(_leaves(callee, builders, full + ".", seen | {callee}))
@@ -132,8 +136,7 @@ def nested_settings(readers: list[ParsedFile]) -> list[NestedSetting]:
     if not merged:
         return []
     builders = _builders(readers)
-    attached = {c for b in builders.values() for _, v, _ in b.leaves if isinstance(v, _Sub)
-                for c in (v.callee, ".".join(v.callee.split(".")[-2:]))}
+    attached = {c for b in builders.values() for _, v, _ in b.leaves if isinstance(v, _Sub) for c in v.names()}
     out: dict[str, NestedSetting] = {}
     for name in builders:
         if name in attached:

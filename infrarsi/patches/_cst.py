@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 _EMPTY = cst.Module(body=[])
@@ -61,6 +63,13 @@ def single_assign(stmt: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         return small.targets[0].target.value, small.value
     return None
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``node``, depth first, ``node`` included."""
+    yield node
+    for child in node.children:
+        yield from walk(child)
 
 
 def names_in(node: cst.CSTNode) -> set[str]:

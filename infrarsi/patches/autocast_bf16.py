@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, names_in
+from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, names_in, walk
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
 AUTOCAST = ('torch.autocast(device_type="cuda" if torch.cuda.is_available() else "cpu", dtype=torch.bfloat16)')
@@ -67,13 +67,7 @@ def _loss_statements(body: list[cst.BaseStatement], backward: int, loss: str) ->
 
 
 def _calls(statements: list[cst.BaseStatement]) -> bool:
-    return any(isinstance(n, cst.Call) for s in statements for n in _walk(s))
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
+    return any(isinstance(n, cst.Call) for s in statements for n in walk(s))
 
 
 class AutocastCodemod(PatchCodemod):
@@ -106,7 +100,7 @@ class AutocastCodemod(PatchCodemod):
         names = [dotted(b.func) if isinstance(b, cst.Call) else None for b in branches]
         if not all(names) or sorted(n.rsplit(".", 1)[-1] for n in names if n) != ["autocast", "nullcontext"]:
             return updated_node
-        if not DEVICES & {n.evaluated_value for n in _walk(original_node.test) if isinstance(n, cst.SimpleString)}:
+        if not DEVICES & {n.evaluated_value for n in walk(original_node.test) if isinstance(n, cst.SimpleString)}:
             return updated_node  # the script's own precision switch (a dtype setting): the search's knob
         keep = updated_node.body if names[0] and names[0].endswith("autocast") else updated_node.orelse
         self.mark(original_node, f"autocast is switched off when {code(original_node.test)}: use it on every device")

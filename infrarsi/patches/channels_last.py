@@ -17,35 +17,21 @@ from __future__ import annotations
 
 import libcst as cst
 
-from infrarsi.patches._cst import imports_name, names_in, single_assign
+from infrarsi.patches._cst import imports_name, names_in, single_assign, walk
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
 
 def _trained_models(module: cst.Module) -> set[str]:
     """The names whose ``.parameters()`` the file reads: the models its optimizers train."""
-    found: set[str] = set()
-
-    class _Parameters(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "parameters" and isinstance(func.value, cst.Name):
-                found.add(func.value.value)
-
-    module.visit(_Parameters())
-    return found
+    return {n.func.value.value for n in walk(module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value == "parameters" and isinstance(n.func.value, cst.Name)}
 
 
 def _chooses_a_format(module: cst.Module) -> bool:
     """Whether the code (not a comment or a string) names a memory format already."""
-    found = False
-
-    class _Formats(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            nonlocal found
-            found = found or node.attr.value in ("channels_last", "channels_last_3d", "memory_format")
-
-    module.visit(_Formats())
-    return found or "memory_format" in names_in(module)
+    formats = {"channels_last", "channels_last_3d", "memory_format"}
+    return "memory_format" in names_in(module) or any(
+        isinstance(n, cst.Attribute) and n.attr.value in formats for n in walk(module))
 
 
 class ChannelsLastCodemod(PatchCodemod):
