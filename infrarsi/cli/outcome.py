@@ -69,8 +69,8 @@ def lines(result, width: int, repo: str) -> list[str]:
         out += _wrap(f"{point:.2f}x faster (95% CI {low:.2f}-{high:.2f}x){job}", width, "  ")
         if report.step_speedup is not None:
             step, planned = report.step_speedup[0], report.planned_steps
-            out += _wrap(f"{step:.2f}x a step; {point:.2f}x for the whole job of {planned} steps, start-up "
-                         "included (whole processes on InfraRSI's clock)", width, "  ")
+            out += _wrap(f"{step:.2f}x a step; {point:.2f}x the whole {planned}-step job with start-up "
+                         "(whole processes)", width, "  ")
         out += _reproduce(audit, result.apply, repo, width)
     else:
         why = result.run.message if result.run is not None else result.message
@@ -100,7 +100,7 @@ def lines(result, width: int, repo: str) -> list[str]:
     out += _wrap(_trials(report), width)
     disturbance = result.run.disturbance if result.run is not None else {}
     if disturbance.get("trials") or disturbance.get("waited_s") or (disturbance.get("background") or {}).get("busy"):
-        for line in disturbance_words(disturbance):  # a quiet run says nothing here; the report says it was quiet
+        for line in disturbance_words(disturbance, list_reruns=False):  # a quiet run says nothing here; the report says it was quiet
             out += _wrap(f"Interference: {line}", width)
     for audit in report.audits:
         if not audit.promoted:

@@ -9,8 +9,9 @@ SHOWN = 6
 """Reruns listed by name (all of them are in the record)."""
 
 
-def words(disturbance: dict[str, Any]) -> list[str]:
-    """The summary in sentences, for the terminal and the report."""
+def words(disturbance: dict[str, Any], *, list_reruns: bool = True) -> list[str]:
+    """The summary in sentences, for the terminal and the report; the terminal's compact summary
+    leaves out the list of reruns (``list_reruns=False``), the report names them."""
     if not disturbance:
         return []
     out = []
@@ -28,7 +29,7 @@ def words(disturbance: dict[str, Any]) -> list[str]:
                       if disturbance["unresolved"] else ""))
         reruns = disturbance["reruns"]
         shown = "; ".join(f"trial {r['of']} ({r['kind']}) as trial {r['trial']}: {r['status']}" for r in reruns[:SHOWN])
-        if reruns:
+        if reruns and list_reruns:
             out.append(f"rerun: {shown}" + (f"; and {len(reruns) - SHOWN} more" if len(reruns) > SHOWN else ""))
     else:
         out.append("no trial disturbed by other processes beyond doctor's normal background")

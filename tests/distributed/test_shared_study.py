@@ -35,6 +35,13 @@ def _measured(trials) -> list:
             and t.user_attrs[RESULT_ATTR]["status"] != "disturbed"]
 
 
+def _table(trials) -> str:
+    """Each trial's kind, status and reason: what a failed count means."""
+    return "\n".join(f"{t.number} {t.state.name} {t.user_attrs.get(KIND_ATTR)} "
+                     f"{(t.user_attrs.get(RESULT_ATTR) or {}).get('status')} {t.user_attrs.get('reason', '')!r} "
+                     f"{'duplicate' if DUPLICATE_ATTR in t.user_attrs else ''}" for t in trials)
+
+
 def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
     logs = [tmp_path / "a.json", tmp_path / "b.json"]
     procs = [start_worker(checkout(paced_prepared, tmp_path / name), pg_url, trials=4, log=log)
@@ -51,8 +58,10 @@ def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
     keys = [from_params(t.params).key() for t in measured]
     assert len(keys) == len(set(keys)), f"a candidate ran twice: {sorted(keys)}"
     assert [t.user_attrs[KIND_ATTR] for t in measured].count("baseline") == 1
-    # Both workers' search trials are in the one study (each ran at least one of them).
-    assert len([t for t in measured if t.user_attrs[KIND_ATTR] == "search"]) >= 4
+    # Both workers' search trials are in the one study (each ran at least one of them). The two
+    # share 2 cores, so a trial may stay disturbed through its reruns: it ran, and measured nothing.
+    ran = [t for t in trials if t.user_attrs.get(KIND_ATTR) == "search" and RESULT_ATTR in t.user_attrs]
+    assert len({from_params(t.params).key() for t in ran}) >= 4, _table(trials)
     # Trials that gave way to another worker's identical candidate never ran and cost nothing.
     assert all(RESULT_ATTR not in t.user_attrs for t in trials if DUPLICATE_ATTR in t.user_attrs)
 
@@ -60,9 +69,17 @@ def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
     outcomes = [t for t in trials if t.user_attrs.get(KIND_ATTR) == CLAIM and OUTCOME_ATTR in t.user_attrs]
     assert len(outcomes) == 1
     outcome = outcomes[0].user_attrs[OUTCOME_ATTR]
-    verification = [t for t in trials if t.user_attrs.get(KIND_ATTR) == "verification"]
-    arms = len(outcome["verdicts"]) + 1
-    assert VERIFY_ROUNDS.least * arms <= len(verification) <= VERIFY_ROUNDS.most * arms
+    # Each round runs every arm still in it twice (the long and the short length; verification.py):
+    # the baseline every round, a candidate until it is decided.
+    runs: dict[str, int] = {}
+    for t in trials:
+        if t.user_attrs.get(KIND_ATTR) == "verification" and (t.user_attrs.get(RESULT_ATTR) or {}).get("status") != "disturbed":
+            key = from_params(t.params).key()  # a disturbed round's rerun is that round: counted once
+            runs[key] = runs.get(key, 0) + 1
+    baseline = next(t for t in measured if t.user_attrs[KIND_ATTR] == "baseline")
+    base = runs.pop(from_params(baseline.params).key(), 0)
+    assert base % 2 == 0 and 2 * VERIFY_ROUNDS.least <= base <= 2 * VERIFY_ROUNDS.most, runs
+    assert len(runs) <= len(outcome["verdicts"]) and all(n <= base for n in runs.values()), runs
     messages = [a["message"], b["message"]]
     assert sum(m.startswith("verified by another worker") for m in messages) == 1, messages
     assert a["status"] == b["status"] == outcome["status"]
