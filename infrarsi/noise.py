@@ -159,6 +159,20 @@ def speedup_interval(
     return SpeedupInterval(point, math.exp(diff - half), math.exp(diff + half))
 
 
+def futile(interval: SpeedupInterval, rounds: int, most: int, confidence: float, floor: float) -> bool:
+    """Whether ``most`` measured rounds could not clear ``floor`` even if the point estimate after
+    ``rounds`` held: the interval is projected to ``most`` rounds, its half-width (on log-times) shrinking with
+    the square root of the samples and with t's quantile. Both are estimated generously (t at the
+    fewest degrees of freedom now, the most later), so a candidate still in reach is never dropped;
+    stopping for futility only ever withholds a promotion, so the interval's confidence holds."""
+    if rounds >= most or interval.point <= floor:
+        return True
+    half = math.log(interval.point) - math.log(interval.low)
+    q = 0.5 + confidence / 2
+    shrink = math.sqrt(rounds / most) * float(stats.t.ppf(q, 2 * most - 2) / stats.t.ppf(q, max(1, rounds - 1)))
+    return interval.point * math.exp(-half * shrink) <= floor
+
+
 @dataclass(kw_only=True, slots=True)
 class LossSpread:
     """The baseline's loss trajectory, its spread, and the tolerances chosen from it."""

@@ -35,7 +35,8 @@ caller (stages/quiet.py) rather than widening the interval; one still disturbed 
 counts as a missing measurement, never as a failure of its candidate.
 
 How many rounds is sequential (:class:`Rounds`): at least ``least``, then one more at a time while
-a candidate's interval still straddles the floor, up to ``most``. One slow round on a busy machine
+a candidate's interval still straddles the floor and the rounds left could lift it past the floor
+if its speedup held (``noise.futile``), up to ``most``. One slow round on a busy machine
 then widens the interval instead of deciding the run. Looking after every round would inflate the
 false-promotion rate, and so would judging several candidates, so each interval gets a Bonferroni
 share of the error (looks × candidates): all the intervals hold together with the stated
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infrarsi.contract import Workload
-from infrarsi.noise import SpeedupInterval, speedup_interval
+from infrarsi.noise import SpeedupInterval, futile, speedup_interval
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
@@ -230,7 +231,9 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
     baseline's pairs.
 
     A candidate leaves the rotation once it is promoted, has failed a rerun, breached the contract,
-    cannot clear the floor (its upper bound is below it), or is slower than one already promoted.
+    cannot clear the floor (its upper bound is below it, or the rest of the rounds could not lift
+    its lower bound past it if its speedup held: ``noise.futile``), or is slower than one already
+    promoted. A candidate as fast as the baseline then costs ``least`` rounds, not ``most``.
     """
     arms = list({c.key(): c for c in candidates if c.key() != baseline.key()}.values())
     base_pairs: list[Pair] = []
@@ -256,7 +259,8 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
             active[:] = [a for a in active if a not in judged]
             return not active
         best = best_promoted(list(verdicts.values()))
-        active[:] = [a for a in active if _undecided(verdicts[a.key()], floor, best)]
+        level = per_look(rounds.confidence, rounds.looks * len(arms))
+        active[:] = [a for a in active if _undecided(verdicts[a.key()], floor, best, done, rounds.most, level)]
         return not active
 
     rounds.run(run_round, decided)
@@ -269,14 +273,15 @@ def _failed(run: TrialResult) -> bool:
     return not run.ok and run.status is not TrialStatus.DISTURBED
 
 
-def _undecided(verdict: Verdict, floor: float, best: Verdict | None) -> bool:
+def _undecided(verdict: Verdict, floor: float, best: Verdict | None, done: int, most: int, level: float) -> bool:
     if (verdict.promoted or verdict.contract or any(s not in ("ok", "disturbed") for s in verdict.statuses)
             or verdict.job_speedup is None):
         return False
-    point, _, high = verdict.job_speedup
-    if high <= floor:
+    job = SpeedupInterval(*verdict.job_speedup)
+    measured = min(len(verdict.base_job_s), len(verdict.cand_job_s))  # a disturbed round measured nothing
+    if job.high <= floor or futile(job, measured, measured + most - done, level, floor):
         return False
-    return best is None or point > best.job_speedup[0]
+    return best is None or job.point > best.job_speedup[0]
 
 
 def _interval(base: list[float], cand: list[float], confidence: float) -> SpeedupInterval | None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from infrarsi.noise import SpeedupInterval, futile
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import (Lengths, Pair, Rounds, Verdict, ahead_of_baseline, best_promoted, interleave,
                                    job_seconds, judge, whole_process)
@@ -187,14 +188,37 @@ def test_interleave_adds_rounds_while_a_noisy_interval_straddles_the_floor():
 
 def test_interleave_stops_at_most_rounds_and_early_on_a_failed_rerun():
     order: list[tuple[int, int]] = []
-    times = {2: [0.100, 0.130, 0.095, 0.125], 16: [0.095, 0.100, 0.120, 0.090], 8: [0.05] * 4}
+    # mb16 is about 1.11x faster, its interval within reach of the floor after every round but the last.
+    times = {2: [0.100, 0.104, 0.098, 0.103], 16: [0.090, 0.092, 0.089, 0.094], 8: [0.05] * 4}
     verdicts, base_runs = _interleave([FAST, Candidate(knobs={"micro_batch_size": 8})],
                                       _scripted(times, order, failing=8))
     undecided, failed = verdicts
-    # The failing candidate ran once; the noisy one ran every round allowed and was not promoted.
+    # The failing candidate ran once; the undecided one ran every round allowed and was not promoted.
     assert order.count((8, 0)) == 1 and not any(mb == 8 and r > 0 for mb, r in order)
     assert failed.statuses == ["oom", "oom"] and not failed.promoted
     assert len(base_runs) == 4 and len(undecided.cand_step_s) == 4 and not undecided.promoted
+
+
+def test_a_candidate_no_faster_than_the_baseline_leaves_after_the_least_rounds():
+    """Futility: 2% faster on noise of a few percent could not clear 1.05 however many rounds ran,
+    so it costs `least` rounds, not `most`; a noisy 1.2x one stays while it is within reach."""
+    order: list[tuple[int, int]] = []
+    times = {2: [0.100, 0.103, 0.099, 0.102, 0.100, 0.101], 16: [0.098, 0.101, 0.097, 0.100, 0.098, 0.099],
+             8: [0.080, 0.088, 0.079, 0.085, 0.081, 0.083]}
+    verdicts, base_runs = _interleave([FAST, Candidate(knobs={"micro_batch_size": 8})], _scripted(times, order),
+                                      Rounds(least=3, most=6))
+    same, noisy = verdicts
+    assert len(same.cand_step_s) == 3 and not same.promoted
+    assert len(noisy.cand_step_s) > 3 and len(base_runs) == len(noisy.cand_step_s)
+
+
+def test_futility_projects_the_interval_to_the_rounds_left():
+    level, floor = 0.99, 1.05
+    assert futile(SpeedupInterval(1.06, 0.95, 1.18), 3, 6, level, floor)  # above the floor, too close to clear it
+    assert futile(SpeedupInterval(1.04, 0.8, 1.3), 3, 6, level, floor)  # the point is below the floor
+    within_reach = SpeedupInterval(1.15, 0.97, 1.36)
+    assert not futile(within_reach, 3, 6, level, floor)
+    assert futile(within_reach, 6, 6, level, floor)  # no rounds left
 
 
 def test_rounds_refuse_fewer_than_two():
