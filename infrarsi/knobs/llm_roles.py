@@ -20,10 +20,9 @@ status with a message, never an exception. Init keeps the claims in ``.infrarsi/
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,11 @@ from infrarsi.contract import STATE_DIR
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.source import ParsedFile
 from infrarsi.llm import LLMConfig, make_client
-from infrarsi.runner.result import TrialResult, TrialStatus
 
 TOOL_NAME = "classify_knobs"
 CLAIMABLE = ("micro_batch", "grad_accum", "threads", "dataloader_workers", "dataloader_pin_memory",
              "activation_checkpointing", "compile", "dtype", "optimizer_impl", "attention_impl", "eval_batch",
              "logging", "workload", "unknown")
-MEMORY_MOVES = 0.05
-"""A peak-memory change below this share is noise, not evidence of a micro-batch."""
-CPU_MOVES = 0.2
-"""A change of the job's CPU use (cores' worth) below this share is not evidence of a thread count."""
-TIME_MOVES = 0.05
 
 SYSTEM = """You are a performance engineer classifying the command-line settings of a PyTorch training
 script. For each setting, say what role it plays, judging from the code that uses it:
@@ -161,53 +154,6 @@ def knob_uses(files: list[ParsedFile], names: list[str]) -> dict[str, list[str]]
                 if pattern.search(line):
                     out[n].append(f"{f.rel}:{i}: {line.strip()[:160]}")
     return out
-
-
-def _moved(a: float | None, b: float | None, share: float) -> bool:
-    return a is not None and b is not None and b > 0 and abs(a / b - 1) > share
-
-
-def _same_work(base: TrialResult, probe: TrialResult) -> bool:
-    if base.tokens_per_step is not None or probe.tokens_per_step is not None:
-        return base.tokens_per_step == probe.tokens_per_step
-    return base.samples_per_step == probe.samples_per_step
-
-
-def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_tolerance: float,
-          time_moves: float = TIME_MOVES) -> Claim:
-    """``claim`` confirmed or refuted by a trial with the claimed knob changed (``probe``);
-    ``time_moves``: the step-time change that is more than noise (doctor's floor, at least TIME_MOVES)."""
-    if claim.status != "unconfirmed":
-        return claim
-
-    def verdict(confirmed: bool | None, why: str) -> Claim:
-        status = "unconfirmed" if confirmed is None else "confirmed" if confirmed else "refuted"
-        return replace(claim, status=status, why=why)
-
-    if not baseline.ok:
-        return verdict(None, "the baseline did not finish")
-    if probe.status is TrialStatus.DISTURBED:
-        return verdict(None, f"the trial with it changed was disturbed by other processes: {probe.detail[:200]}")
-    if not probe.ok:
-        return verdict(False, f"the trial with it changed ended {probe.status.value}: {probe.detail[:200]}")
-    if not _same_work(baseline, probe):
-        return verdict(False, f"the work per step changed ({baseline.tokens_per_step or baseline.samples_per_step} -> "
-                              f"{probe.tokens_per_step or probe.samples_per_step}): it is the workload")
-    if claim.role == "micro_batch":
-        if _moved(probe.peak_bytes, baseline.peak_bytes, MEMORY_MOVES):
-            return verdict(True, "the tokens per step held and peak memory moved")
-        return verdict(False, "peak memory did not move")
-    pairs = list(zip(baseline.losses, probe.losses))
-    if not pairs or any(not math.isfinite(b) or abs(a - b) > loss_tolerance * max(1.0, abs(b)) for b, a in pairs):
-        return verdict(False, "the loss trajectory changed")
-    cpu = [(r.interference or {}).get("mean_job_cores") for r in (baseline, probe)]
-    if claim.role == "threads" and None not in cpu:
-        if _moved(cpu[1], cpu[0], CPU_MOVES):
-            return verdict(True, f"the loss held and the job's CPU use moved ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
-        return verdict(False, f"the job's CPU use did not move ({cpu[0]:.2f} -> {cpu[1]:.2f} cores)")
-    if not _moved(probe.step_time, baseline.step_time, max(time_moves, TIME_MOVES)):
-        return verdict(False, "the step time did not move")
-    return verdict(True, "the loss held and the step time moved")
 
 
 def claims_path(repo: Path) -> Path:

@@ -34,10 +34,10 @@ def best_ok(history: list[TrialResult], planned_steps: int) -> TrialResult | Non
     return min(oks, key=lambda t: measured_job_s(t, planned_steps)) if oks else None
 
 
-def measured_fast(history: list[TrialResult], baseline: Candidate, planned_steps: int,
-                  min_speedup: float) -> list[Candidate]:
-    """Candidates whose median measured job time beats the baseline's by more than
-    ``min_speedup`` (doctor's noise floor), fastest first; none that failed deterministically."""
+def _measured_speedups(history: list[TrialResult], baseline: Candidate,
+                       planned_steps: int) -> dict[str, tuple[float, Candidate]]:
+    """Each measured candidate's median measured job time against the baseline's (above 1: faster);
+    none that failed deterministically, empty before the baseline is measured."""
     runs: dict[str, list[float]] = {}
     cands: dict[str, Candidate] = {}
     failed = failed_keys(history)
@@ -45,13 +45,26 @@ def measured_fast(history: list[TrialResult], baseline: Candidate, planned_steps
         if t.ok and t.step_time and t.candidate.key() not in failed:
             runs.setdefault(t.candidate.key(), []).append(measured_job_s(t, planned_steps))
             cands.setdefault(t.candidate.key(), t.candidate)
-    base = runs.get(baseline.key())
+    base = runs.pop(baseline.key(), None)
     if not base:
-        return []
+        return {}
     base_s = statistics.median(base)
-    fast = [(statistics.median(v), k) for k, v in runs.items()
-            if k != baseline.key() and base_s / statistics.median(v) > min_speedup]
-    return [cands[k] for _, k in sorted(fast)]
+    return {k: (base_s / statistics.median(v), cands[k]) for k, v in runs.items()}
+
+
+def measured_fast(history: list[TrialResult], baseline: Candidate, planned_steps: int,
+                  min_speedup: float) -> list[Candidate]:
+    """Candidates whose median measured job time beats the baseline's by more than
+    ``min_speedup`` (doctor's noise floor), fastest first; none that failed deterministically."""
+    speedups = _measured_speedups(history, baseline, planned_steps).values()
+    return [c for s, c in sorted(speedups, key=lambda sc: -sc[0]) if s > min_speedup]
+
+
+def measured_slow(history: list[TrialResult], baseline: Candidate, planned_steps: int,
+                  min_speedup: float) -> set[str]:
+    """Candidates whose median measured job time is slower than the baseline's by more than
+    ``min_speedup`` (doctor's noise floor)."""
+    return {k for k, (s, _) in _measured_speedups(history, baseline, planned_steps).items() if s * min_speedup < 1}
 
 
 def distinct(candidates: list[Candidate]) -> list[Candidate]:

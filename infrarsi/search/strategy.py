@@ -26,7 +26,7 @@ from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
-from infrarsi.search.history import distinct, measured_fast, measured_keys
+from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.sampler import Sampler, rank_by_measurement
 from infrarsi.search.samplers import InfraRSISampler
@@ -132,13 +132,16 @@ class Strategy:
         """What re-verification reruns: the ``k`` best ranked ahead of the baseline, plus every
         candidate measured faster than the baseline beyond doctor's noise floor that the ranking
         leaves out (its model disagrees with a measurement) and the fastest measured one: what the
-        trials showed is checked, whatever the model believes."""
+        trials showed is checked, whatever the model believes; and none measured slower than the
+        baseline beyond that floor, however the model ranks it."""
         baseline = self.baseline()
-        ranked = self.top_candidates(history, max(k + 1, len(measured_keys(history))))
+        planned = self.contract.workload.planned_steps
+        slow = measured_slow(history, baseline, planned, self.min_speedup)
+        ranked = [c for c in self.top_candidates(history, max(k + 1, len(measured_keys(history)))) if c.key() not in slow]
         chosen = ahead_of_baseline(ranked, baseline, k)
         keys = [c.key() for c in ranked]
         ahead = set(keys[:keys.index(baseline.key())] if baseline.key() in keys else keys)
-        fast = measured_fast(history, baseline, self.contract.workload.planned_steps, self.min_speedup)
+        fast = measured_fast(history, baseline, planned, self.min_speedup)
         extra = [c for i, c in enumerate(fast) if i == 0 or c.key() not in ahead]
         return distinct(chosen + extra)
 

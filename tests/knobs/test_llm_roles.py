@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from infrarsi.knobs.llm_roles import TOOL_NAME, Claim, judge
+from infrarsi.knobs.llm_roles import TOOL_NAME, Claim
+from infrarsi.stages.claims import judge
 from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.stages.init import init
 from tests.support.messages_server import MessagesServer, tool_use_reply

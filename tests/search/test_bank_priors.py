@@ -91,3 +91,17 @@ def test_a_candidate_measured_fast_is_verified_whatever_the_model_ranks():
     assert strategy.to_verify(history, 2) == [SMALL_SDPA]
     # Within doctor's floor, and ranked behind the baseline: nothing to verify.
     assert strategy.to_verify([result(SMALL_BASE, step=1.222), result(SMALL_SDPA, step=1.0)], 2) == []
+
+
+def test_a_candidate_measured_slow_is_not_verified_whatever_the_model_ranks():
+    """A bank sure the patch is 1.25x faster (±10%) and one trial 1.31x slower: the model still ranks
+    it first, but verification does not rerun what the run measured slower beyond doctor's floor."""
+    eager = PriorTable.of([bank_prior("patch:sdpa_attention", 0.8, sd=0.1), bank_prior("threads=2", 3.0, sd=0.05)])
+    strategy = Strategy(name="infrarsi", contract=contract_with(KNOBS[:1]), priors=eager, priors_source="bank",
+                        noise_cv=NOISY_CV, min_speedup=NOISY_FLOOR)
+    strategy.prepare(SMALL)
+    history = [result(SMALL_BASE, step=1.222), result(SMALL_SDPA, step=1.6)]  # 1.31x slower, beyond the 1.28x floor
+    assert strategy.top_candidates(history, 5)[0] == SMALL_SDPA, "the premise: the model puts the patch first"
+    assert strategy.to_verify(history, 2) == []
+    # Within doctor's floor the measurement cannot overrule the ranking: it is verified.
+    assert strategy.to_verify([result(SMALL_BASE, step=1.222), result(SMALL_SDPA, step=1.3)], 2) == [SMALL_SDPA]
