@@ -24,8 +24,6 @@ flag (a code patch would be needed) are listed but not counted.
 
 from __future__ import annotations
 
-from infrarsi.units import GIB, MIB
-
 import argparse
 import json
 import os
@@ -41,6 +39,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from infrarsi.units import GIB, MIB
 
 DEFAULT_CORPUS = Path("/work/shared/corpus")
 CLI = "import sys; from infrarsi.cli import main; sys.exit(main())"

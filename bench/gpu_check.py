@@ -44,9 +44,9 @@ import torch
 
 from infrarsi.contract import Contract, ContractError, load_contract
 from infrarsi.knobs.rewrite import set_defaults
-from infrarsi.report.model import candidate_peak
-from infrarsi.runner.result import Candidate
 from infrarsi.records import DoctorReport, HardwareFingerprint
+from infrarsi.report.model import candidate_peak
+from infrarsi.trials import Candidate
 from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]

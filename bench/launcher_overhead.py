@@ -39,8 +39,8 @@ from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.launcher.channel import RecordChannel
 from infrarsi.launcher.control import StepControl
 from infrarsi.probe import ENV_FILE
-from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate
 from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,11 +28,11 @@ from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.patches.diff_patch import LLM_PREFIX
 from infrarsi.patches.llm_proposals import diff_id, patch_dir, static_problem
 from infrarsi.records import load_doctor
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.run import VERIFY_ROUNDS
+from infrarsi.trials import Candidate, TrialResult
 from infrarsi.verification import Lengths, Rounds, interleave
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ NOOP = """--- a/train.py
  import argparse
 -import time
 +import time  # the same job
- 
+
 """
 
 

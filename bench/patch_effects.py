@@ -28,10 +28,10 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import load_contract
 from infrarsi.hardware import fingerprint
 from infrarsi.noise import speedup_interval
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
+from infrarsi.trials import Candidate, TrialResult
 
 
 @dataclass(kw_only=True, slots=True)

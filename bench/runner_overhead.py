@@ -32,9 +32,9 @@ from rich.table import Table
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner.process import TrialProcess
-from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.runner.watchdog import MemoryWatchdog
+from infrarsi.trials import Candidate
 from infrarsi.units import GIB, MIB
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,8 +28,8 @@ from rich.table import Table
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.runner import sandbox
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialResult
 from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,13 +18,20 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from infrarsi.runner.result import TrialResult, TrialStatus
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.synthetic import (DENSE_MEM, DENSE_PATCHES, DENSE_STARTUP, DENSE_TIME, Surface,
-                                       contract_with, dense_knobs)
+from infrarsi.search.synthetic import (
+    DENSE_MEM,
+    DENSE_PATCHES,
+    DENSE_STARTUP,
+    DENSE_TIME,
+    Surface,
+    contract_with,
+    dense_knobs,
+)
 from infrarsi.search.time_model import TimeModel
+from infrarsi.trials import TrialResult, TrialStatus
 
 ABORT_RATIO = 3.0
 """A trial this many times slower than the baseline is aborted after two steps."""

@@ -30,7 +30,7 @@ from infrarsi import optuna_adapter as adapter
 from infrarsi.contract import Contract
 from infrarsi.records.files import study_path
 from infrarsi.settings import PATCH_PREFIX
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
 optuna.logging.set_verbosity(logging.WARNING)

@@ -23,8 +23,8 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.study import DUPLICATE_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, from_params
+from infrarsi.trials import Candidate, TrialResult
 
 MEASURING = ("baseline", "validation", "search")
 """Trial kinds whose results the search and verification rank."""

@@ -54,7 +54,7 @@ from infrarsi.contract import Workload
 from infrarsi.noise import SpeedupInterval, futile, speedup_interval
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 RunOne = Callable[[Candidate, int, int], TrialResult]
 """Runs one candidate once for a number of steps (the first int is the round); the caller records

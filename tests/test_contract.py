@@ -9,8 +9,18 @@ import tomllib
 import pytest
 import tomli_w
 
-from infrarsi.contract import (Contract, ContractError, Knob, LossInvariant, MemoryBudget, Scope, Workload,
-                               contract_path, load_contract, save_contract)
+from infrarsi.contract import (
+    Contract,
+    ContractError,
+    Knob,
+    LossInvariant,
+    MemoryBudget,
+    Scope,
+    Workload,
+    contract_path,
+    load_contract,
+    save_contract,
+)
 
 
 def contract() -> Contract:

@@ -8,7 +8,11 @@ import pytest
 from infrarsi.goal import EXAMPLES, Goal, GoalError, parse_goal, parse_rules
 from infrarsi.llm import LLMConfig
 from tests.support.messages_server import (
-    MessagesServer, error_reply, malformed_reply, text_reply, tool_use_reply,
+    MessagesServer,
+    error_reply,
+    malformed_reply,
+    text_reply,
+    tool_use_reply,
 )
 
 GIB, MIB = 2**30, 2**20

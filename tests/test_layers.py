@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.records import DoctorReport, RunResult, Verdict, save_doctor, save_run
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 ROOT = Path(__file__).resolve().parents[1]
 

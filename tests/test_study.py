@@ -9,10 +9,17 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.runner.result import Candidate, Hunk, TrialResult, TrialStatus
 from infrarsi.study import (
-    INTERRUPTED_ATTR, KIND_ATTR, PATCH_PREFIX, TrialStore, distributions, from_params, study_name, to_params,
+    INTERRUPTED_ATTR,
+    KIND_ATTR,
+    PATCH_PREFIX,
+    TrialStore,
+    distributions,
+    from_params,
+    study_name,
+    to_params,
 )
+from infrarsi.trials import Candidate, Hunk, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
 PATCHES = ["fused_adamw", "sdpa_attention"]

@@ -7,9 +7,19 @@ from dataclasses import replace
 import pytest
 
 from infrarsi.noise import SpeedupInterval, futile
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import (Lengths, Pair, Rounds, Verdict, ahead_of_baseline, best_promoted, interleave,
-                                   job_seconds, judge, whole_process)
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
+from infrarsi.verification import (
+    Lengths,
+    Pair,
+    Rounds,
+    Verdict,
+    ahead_of_baseline,
+    best_promoted,
+    interleave,
+    job_seconds,
+    judge,
+    whole_process,
+)
 
 BASE = Candidate(knobs={"micro_batch_size": 2})
 FAST = Candidate(knobs={"micro_batch_size": 16})

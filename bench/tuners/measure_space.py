@@ -33,17 +33,16 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from bench.tuners.fixture import ROOT, SPACES, budget_mib, prepare
 from infrarsi.contract import contract_path, require_intact
 from infrarsi.hardware import fingerprint
+from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.runner.abort import MIN_STEPS
-from infrarsi.runner.result import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import doctor
-from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.trials import Candidate
 from infrarsi.units import MIB
-
-from bench.tuners.fixture import ROOT, SPACES, budget_mib, prepare
 
 DATA = ROOT / "bench" / "data"
 MIN_TIMEOUT_S = 180.0

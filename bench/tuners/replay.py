@@ -43,19 +43,18 @@ from types import SimpleNamespace
 import numpy as np
 import optuna
 
-from infrarsi.bank import EffectFinding
-from infrarsi.hardware import fingerprint
-from infrarsi.priors.types import setting_key
-from infrarsi.runner.result import Candidate, TrialResult
-from infrarsi.search.space import SearchSpace
-from infrarsi.records import PatchCheck, Verdict
-from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP
-from infrarsi.study import TrialStore
-
 from bench.tuners import report
 from bench.tuners.fixture import ROOT
 from bench.tuners.methods import METHODS, strategy
 from bench.tuners.table import Table
+from infrarsi.bank import EffectFinding
+from infrarsi.hardware import fingerprint
+from infrarsi.priors.types import setting_key
+from infrarsi.records import PatchCheck, Verdict
+from infrarsi.search.space import SearchSpace
+from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP
+from infrarsi.study import TrialStore
+from infrarsi.trials import Candidate, TrialResult
 
 OUT = ROOT / "bench" / "out"
 DOCS = ROOT / "docs" / "benchmarks"
@@ -198,8 +197,15 @@ def replay(table: Table, method: str, seed: int, trials: int, bank_url: str | No
 
 def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, dict[int, tuple[float, float]]]:
     """Median wall and CPU seconds of the suggestion that starts trial n, for n in ``sizes``."""
-    from infrarsi.search.synthetic import (DENSE_MEM, DENSE_PATCHES, DENSE_STARTUP, DENSE_TIME, Surface,
-                                           contract_with, dense_knobs)
+    from infrarsi.search.synthetic import (
+        DENSE_MEM,
+        DENSE_PATCHES,
+        DENSE_STARTUP,
+        DENSE_TIME,
+        Surface,
+        contract_with,
+        dense_knobs,
+    )
 
     contract = contract_with(dense_knobs())
     fake = SimpleNamespace(contract=contract, patches=DENSE_PATCHES, hardware=fingerprint(), data={})

@@ -10,13 +10,19 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from bench.tuners.table import Table
 from infrarsi.contract import contract_path, save_contract
 from infrarsi.hardware import fingerprint
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.synthetic import (DENSE_MEM, DENSE_PATCHES, DENSE_STARTUP, DENSE_TIME, Surface,
-                                       contract_with, dense_knobs)
-
-from bench.tuners.table import Table
+from infrarsi.search.synthetic import (
+    DENSE_MEM,
+    DENSE_PATCHES,
+    DENSE_STARTUP,
+    DENSE_TIME,
+    Surface,
+    contract_with,
+    dense_knobs,
+)
 
 
 def surface_table(seed: int = 0, repeats: int = 2) -> Table:

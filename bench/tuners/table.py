@@ -20,9 +20,9 @@ import numpy as np
 from infrarsi.contract import Contract, contract_path, load_contract
 from infrarsi.records import HardwareFingerprint
 from infrarsi.runner.abort import clearly_slower, far_slower
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.history import measured_job_s
 from infrarsi.search.space import SearchSpace
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 
 def contract_from_toml(text: str) -> Contract:

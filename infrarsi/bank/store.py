@@ -36,8 +36,8 @@ from infrarsi.bank.schema import ADDED_COLUMNS, Base, BestRow, EffectRow, RunRow
 from infrarsi.bank.signature import WorkloadSignature
 from infrarsi.contract import KnobValue
 from infrarsi.priors.types import BASELINE_SD, MAX_ABS_LOG, MAX_SD, Prior, PriorTable
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.settings import PATCH_PREFIX, Setting
+from infrarsi.trials import Candidate, TrialStatus
 
 DEFAULT_URL = "sqlite:///~/.infrarsi/bank.db"
 URL_ENV = "INFRARSI_BANK_URL"

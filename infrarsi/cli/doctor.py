@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from infrarsi.cli.console import add_sandbox_flag, add_wait_flag, ProgressSink, console, emit_json, err
+from infrarsi.cli.console import ProgressSink, add_sandbox_flag, add_wait_flag, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.records import DoctorError, DoctorReport, doctor_path
 from infrarsi.stages.doctor import doctor

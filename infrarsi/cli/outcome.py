@@ -11,8 +11,8 @@ import textwrap
 
 from infrarsi.events import clock
 from infrarsi.report import units
-from infrarsi.report.model import Audit, Report, Side
 from infrarsi.report.disturbance import words as disturbance_words
+from infrarsi.report.model import Audit, Report, Side
 from infrarsi.stages.apply import ApplyResult
 
 MIN_WIDTH = 40

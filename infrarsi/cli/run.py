@@ -7,11 +7,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from infrarsi.cli.console import add_sandbox_flag, add_wait_flag, ProgressSink, console, emit_json, err
+from infrarsi.cli.console import ProgressSink, add_sandbox_flag, add_wait_flag, console, emit_json, err
 from infrarsi.contract import ContractError
-from infrarsi.search.strategy import SAMPLERS
 from infrarsi.records import RunResult
 from infrarsi.report.disturbance import words as disturbance_words
+from infrarsi.search.strategy import SAMPLERS
 from infrarsi.stages.run import run
 
 

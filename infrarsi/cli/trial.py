@@ -14,9 +14,9 @@ from rich.table import Table
 from infrarsi.cli.console import add_sandbox_flag, console, emit_json, err
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.events import Event
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialResult
 from infrarsi.units import GIB
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infrarsi.cli.console import add_sandbox_flag, ProgressSink, console, emit_json, err
+from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
 from infrarsi.contract import ContractError
 from infrarsi.stages.verify import VerifyStatus, verify
 from infrarsi.verification import Rounds

@@ -33,8 +33,8 @@ from typing import Any
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.llm import LLMConfig, doctor_for_model, make_client
 from infrarsi.patches.base import APPLIED
-from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, diff_id as _content_id
-from infrarsi.patches.diff_patch import parse_unified_diff
+from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, parse_unified_diff
+from infrarsi.patches.diff_patch import diff_id as _content_id
 
 TOOL_NAME = "propose_patches"
 PATCH_DIR = "patches"

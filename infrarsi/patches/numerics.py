@@ -4,7 +4,7 @@ loss tolerance: bf16/fp16 settings, and patches that declare it (``Patch.numeric
 from __future__ import annotations
 
 from infrarsi import patches as patch_library
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 LOW_PRECISION = ("bfloat16", "float16", "bf16", "fp16")
 

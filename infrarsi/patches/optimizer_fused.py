@@ -13,7 +13,14 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import DEVICES, code, has_star_args
-from infrarsi.patches._optim import OPTIMIZERS, imported_from_optim, keyword, optimizer_class, with_keyword, without_keyword
+from infrarsi.patches._optim import (
+    OPTIMIZERS,
+    imported_from_optim,
+    keyword,
+    optimizer_class,
+    with_keyword,
+    without_keyword,
+)
 from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
 
 FUSED = {"Adam", "AdamW", "SGD", "Adagrad"}

@@ -14,8 +14,18 @@ and the benchmarks read a record without importing what measured it:
 from infrarsi.records.doctor import DoctorError, DoctorReport, load_doctor, save_doctor
 from infrarsi.records.files import DOCTOR_FILE, RUN_FILE, STUDY_FILE, doctor_path, record_paths, run_path, study_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
-from infrarsi.records.run import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunRecordError, RunResult,
-                                  RunStatus, TrialRow, load_run, save_run)
+from infrarsi.records.run import (
+                                  BankPriorRow,
+                                  MemoryPriceRow,
+                                  PatchCheck,
+                                  PriorCheckRow,
+                                  RunRecordError,
+                                  RunResult,
+                                  RunStatus,
+                                  TrialRow,
+                                  load_run,
+                                  save_run,
+)
 from infrarsi.records.verdict import Verdict
 
 __all__ = [

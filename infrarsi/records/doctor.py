@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from infrarsi import noise
+from infrarsi.background import Background
 from infrarsi.contract import KnobValue
 from infrarsi.records.files import doctor_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
-from infrarsi.runner.interference import Background
 
 SCHEMA_VERSION = 2
 

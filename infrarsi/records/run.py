@@ -15,7 +15,7 @@ from typing import Any
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.records.files import run_path
 from infrarsi.records.verdict import Verdict
-from infrarsi.runner.result import TrialResult
+from infrarsi.trials import TrialResult
 
 RUN_SCHEMA_VERSION = 1
 """A run.json without the field was written before it had one: the same layout."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 
 @dataclass(kw_only=True, slots=True)

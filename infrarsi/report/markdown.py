@@ -9,7 +9,6 @@ from pathlib import Path
 from infrarsi.report.document import Block, Code, Heading, Items, Plot, TableBlock, Text
 from infrarsi.report.tables import Table
 
-
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
 # An underscore inside a word starts no emphasis (GFM): names like zero_grad stay readable.
 _SPECIAL = re.compile(r"([\\`*\[\]<>#!|~]|(?<!\w)_|_(?!\w))")

@@ -13,17 +13,23 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.contract import Contract, KnobValue
+from infrarsi.records import DoctorReport, MemoryPriceRow, PatchCheck, PeakFlops, PriorCheckRow, RunResult, Verdict
+from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.report.no_promotion import NoPromotion, explain
 from infrarsi.report.reproduce import reproduce_command
 from infrarsi.report.setting import changed_knobs, describe
-from infrarsi.report.utilization import (candidate_peak, flops_per_step, machine_devices, machine_words, peak_words,
-                                         step_mfu)
+from infrarsi.report.utilization import (
+    candidate_peak,
+    flops_per_step,
+    machine_devices,
+    machine_words,
+    peak_words,
+    step_mfu,
+)
 from infrarsi.runner.command import patches_to_apply
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.records import DoctorReport, MemoryPriceRow, PatchCheck, PeakFlops, PriorCheckRow, RunResult, Verdict
 from infrarsi.study import StoredTrial
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
 FAILED = tuple(s.value for s in TrialStatus if s is not TrialStatus.OK)

@@ -16,7 +16,7 @@ from infrarsi.contract import Contract
 from infrarsi.records import RunResult, Verdict
 from infrarsi.records.run import RunStatus
 from infrarsi.report.setting import describe
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 MEASURED_KINDS = ("search", "validation")
 """Trials that measured a candidate once against the run's baseline trial."""

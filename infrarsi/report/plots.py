@@ -13,8 +13,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-from infrarsi.report.model import Report
 from infrarsi.report import units
+from infrarsi.report.model import Report
 from infrarsi.units import GIB, MIB
 
 STATUS_COLORS = {

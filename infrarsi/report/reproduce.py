@@ -14,7 +14,7 @@ from infrarsi.contract import Contract, KnobValue
 from infrarsi.launcher.settings import settings_env
 from infrarsi.report.setting import changed_knobs
 from infrarsi.runner.command import build_argv, job_steps, step_knob
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 
 def reproduce_command(candidate: Candidate, contract: Contract) -> str:

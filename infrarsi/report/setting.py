@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infrarsi.contract import Contract, KnobValue
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 
 def changed_knobs(candidate: Candidate, contract: Contract) -> dict[str, KnobValue]:

@@ -13,7 +13,7 @@ from infrarsi.contract import Contract
 from infrarsi.datasheet import datasheet_peak, matmul_dtype
 from infrarsi.flops import mfu
 from infrarsi.records import DoctorReport, PeakFlops
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 
 def flops_per_step(contract: Contract, doctor: DoctorReport) -> float | None:

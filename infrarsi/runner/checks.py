@@ -11,7 +11,7 @@ from pathlib import Path
 
 from infrarsi.contract import Contract, LossInvariant, Workload, check_locked_files
 from infrarsi.runner.measure import Step
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 # How crashes from running out of memory read: the CPU allocator and Python; CUDA's caching
 # allocator (ROCm builds say HIP); a raw CUDA call (a kernel's workspace, a library handle) failing

@@ -11,7 +11,7 @@ import sys
 from infrarsi.commandline import is_python, parse_command, without_flag
 from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.knobs.literals import written_in_code
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 # Launcher knobs belong before the entry script (torchrun's own options), not after it.
 LAUNCHER_ROLES = ("nproc_per_node",)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import sys
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +29,6 @@ from pathlib import Path
 import psutil
 
 from infrarsi.runner.sandbox import TOKEN_ENV, Containment
-
 
 _PR_SET_PDEATHSIG = 1
 try:

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infrarsi.background import Background
 from infrarsi.contract import STATE_DIR, Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
@@ -28,15 +29,21 @@ from infrarsi.launcher.channel import RecordChannel
 from infrarsi.launcher.control import StepControl
 from infrarsi.launcher.settings import settings_env
 from infrarsi.runner import abort, accounting, bytecode, checks, sandbox
-from infrarsi.runner.interference import Background, InterferenceMonitor, TrialInterference
-from infrarsi.runner.command import (build_argv, job_steps, local_ranks, patches_to_apply, source_knobs,
-                                     trial_knob_values)
+from infrarsi.runner.command import (
+    build_argv,
+    job_steps,
+    local_ranks,
+    patches_to_apply,
+    source_knobs,
+    trial_knob_values,
+)
 from infrarsi.runner.environment import interpreter_env, trial_environment
+from infrarsi.runner.interference import InterferenceMonitor, TrialInterference
 from infrarsi.runner.measure import RunReport, Step, StepFeed, mean_phases, split_warmup
 from infrarsi.runner.process import TrialProcess, interrupt_guard
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.runner.watchdog import MemoryWatchdog
 from infrarsi.runner.workspace import Workspace, WorkspaceError
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.units import GIB
 
 POLL_S = 0.05

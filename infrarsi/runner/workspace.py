@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infrarsi.contract import STATE_DIR, Contract, KnobValue
-from infrarsi.runner import sandbox
 from infrarsi.hunk import Hunk
 from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.patches import apply_patches
+from infrarsi.runner import sandbox
 from infrarsi.units import GIB, MIB
 
 SKIPPED_DIRS = frozenset({".git", STATE_DIR, "__pycache__"})

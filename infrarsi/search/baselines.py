@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.history import best_ok, measured_keys
-from infrarsi.priors.types import PriorTable
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import SearchSpace
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 _DOES_NOT_FIT = (TrialStatus.OOM, TrialStatus.CRASH)
 
@@ -52,7 +52,9 @@ class GreedySampler(Sampler):
 
     def _prior_gain(self, cand: Candidate, incumbent: Candidate) -> float:
         """Prior log-time change of moving from the incumbent to ``cand`` (lower: more promising)."""
-        total = lambda c: sum(self.prior_time.get(k, 0.0) for k in self.space.settings(c))
+        def total(c: Candidate) -> float:
+            return sum(self.prior_time.get(k, 0.0) for k in self.space.settings(c))
+
         return total(cand) - total(incumbent)
 
     def ask(self, history: list[TrialResult]) -> Proposal | None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from infrarsi.priors.types import PriorTable
-from infrarsi.runner.result import TrialResult
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.prior_check import PriorCheck, check_all
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimeModel
+from infrarsi.trials import TrialResult
 
 
 def prior_checks(space: SearchSpace, priors: PriorTable, history: list[TrialResult], *,

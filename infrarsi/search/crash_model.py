@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from infrarsi.runner.result import TrialResult, TrialStatus
 from infrarsi.search.space import SearchSpace
+from infrarsi.trials import TrialResult, TrialStatus
 
 BREAKING = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
 CLEAN = (TrialStatus.OK, TrialStatus.ABORTED_SLOW)

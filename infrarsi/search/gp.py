@@ -41,8 +41,8 @@ class Hyper:
 
     @classmethod
     def from_log(cls, theta: np.ndarray) -> Hyper:
-        a, l, n = np.exp(theta)
-        return cls(float(a), float(l), float(n))
+        a, length, n = np.exp(theta)
+        return cls(float(a), float(length), float(n))
 
 
 DEFAULT_HYPER = Hyper(amplitude=0.01, length=2.0, noise=1e-3)
@@ -61,8 +61,8 @@ class GP:
         self.hyper = replace(hyper, noise=max(hyper.noise, noise_floor**2))
 
     def _neg_lml(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, lin: np.ndarray, dist: np.ndarray):
-        a, l, n = np.exp(theta)
-        rbf = a * np.exp(-dist / (2 * l * l))
+        a, length, n = np.exp(theta)
+        rbf = a * np.exp(-dist / (2 * length * length))
         K = lin + rbf + n * np.eye(len(y))
         try:
             L = np.linalg.cholesky(K)
@@ -73,7 +73,7 @@ class GP:
         W = np.outer(alpha, alpha) - cho_solve((L, True), np.eye(len(y)))
         grads = (
             (W * rbf).sum(),  # d K / d log a = rbf
-            (W * rbf * dist).sum() / (l * l),  # d K / d log l = rbf * dist / l^2
+            (W * rbf * dist).sum() / (length * length),  # d K / d log l = rbf * dist / l^2
             n * np.trace(W),  # d K / d log n = n I
         )
         return nll, -0.5 * np.array(grads)

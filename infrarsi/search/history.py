@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import job_seconds
 
 

@@ -21,12 +21,12 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import ndtr
 
-from infrarsi.runner.result import TrialResult, TrialStatus
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.effects import SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.search.memory_curve import refit_untried
-from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.truncated import mean_above, tail_terms
+from infrarsi.trials import TrialResult, TrialStatus
 
 _SIGMA_BOUNDS = (math.log(0.02), math.log(0.25))
 """A peak repeats within a few percent (doctor's repeats here: 0.55-0.58 GiB), so sigma never

@@ -10,8 +10,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.search.history import best_ok, failed_keys
+from infrarsi.trials import Candidate, TrialResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.acquisition import memory_saver_pair, score
 from infrarsi.search.crash_model import p_runs
 from infrarsi.search.effects import setting_priors
@@ -22,9 +22,9 @@ from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.sampler import Proposal, Sampler
-from infrarsi.priors.types import PriorTable
 from infrarsi.search.space import CandidateSet, SearchSpace
 from infrarsi.search.time_model import TimeModel
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 _HARD_FAILURES = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
 SEED_P_FITS = 0.8

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi import batch
-from infrarsi.runner.result import Candidate
+from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.settings import Setting, patch_key, setting_key
+from infrarsi.trials import Candidate
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,8 +314,8 @@ class SearchSpace:
             matches = [c for c in self._group if c.get(name) == value]
             if not matches:
                 return None
-            changes = lambda combo: sum(combo[k] != candidate.knobs[k] for k in combo if k != self.derived)
-            knobs.update(min(matches, key=changes))
+            knobs.update(min(matches, key=lambda combo: sum(combo[k] != candidate.knobs[k]
+                                                            for k in combo if k != self.derived)))
         patches = {p for p in candidate.patches if self._gate_holds(p, knobs)}
         cand = self._make(knobs, patches)
         return cand if self.is_valid(cand) else None

@@ -20,9 +20,8 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
-from infrarsi.records import DoctorReport
 from infrarsi.priors.types import Prior, neutral_prior, patch_key
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.records import DoctorReport
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
@@ -32,6 +31,7 @@ from infrarsi.search.sampler import Sampler, rank_by_measurement
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.settings import Setting
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import ahead_of_baseline
 
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")

@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.search.space import SearchSpace
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.units import GIB
 
 

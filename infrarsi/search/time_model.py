@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.linear_model import BayesianRidge
 
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects, noise_floored
+from infrarsi.priors.types import PriorTable
 from infrarsi.search.effects import loosened, prior_startup_s, setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
-from infrarsi.priors.types import PriorTable
+from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects, noise_floored
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.truncated import mean_above
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 _CENSORED = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
 

@@ -21,13 +21,13 @@ from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.launcher.settings import settings_env
 from infrarsi.patches.llm_proposals import patch_dir
-from infrarsi.report.reproduce import reproduce_command
-from infrarsi.runner.command import patches_to_apply
-from infrarsi.runner.result import Candidate
 from infrarsi.records import RunResult, load_run
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
-from infrarsi.verification import Verdict
+from infrarsi.report.reproduce import reproduce_command
+from infrarsi.runner.command import patches_to_apply
+from infrarsi.trials import Candidate
 from infrarsi.units import MIB
+from infrarsi.verification import Verdict
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """What stages/run.py's new_run_id writes."""

@@ -21,7 +21,7 @@ from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.knobs.catalog import domain
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.llm_roles import Claim
-from infrarsi.runner.result import TrialResult, TrialStatus
+from infrarsi.trials import TrialResult, TrialStatus
 
 MEMORY_MOVES = 0.05
 """A peak-memory change below this share is noise, not evidence of a micro-batch."""
@@ -101,9 +101,10 @@ def probe_values(contract: Contract, claim: Claim) -> dict[str, KnobValue] | str
     smaller = [v for v in others if isinstance(v, int) and isinstance(knob.default, int) and v < knob.default]
     value = max(smaller) if smaller else others[0]
     accum = [k for k in contract.by_role("grad_accum") if not k.patch]  # the script's own accumulation
-    if not accum or not isinstance(value, int) or not isinstance(knob.default, int):
+    steps = accum[0].default if accum else None
+    if not isinstance(steps, int) or not isinstance(value, int) or not isinstance(knob.default, int):
         return {knob.name: value}
-    total = batch.global_batch(knob.default, accum[0].default)
+    total = batch.global_batch(knob.default, steps)
     if not batch.divides(total, value):
         return {knob.name: value}
     return {knob.name: value, accum[0].name: batch.accumulation(total, value)}

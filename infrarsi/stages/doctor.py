@@ -24,22 +24,31 @@ from pathlib import Path
 import torch
 
 from infrarsi import batch, noise
+from infrarsi.background import busy_limit
 from infrarsi.contract import STATE_DIR, Contract, KnobValue, require_intact, save_contract
+from infrarsi.datasheet import normalize_dtype
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.flops import flops_per_token_from_facts
-from infrarsi.datasheet import normalize_dtype
 from infrarsi.hardware import fingerprint, machine_peak, peak_flops
-from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
-from infrarsi.probe import PHASES
-from infrarsi.records.doctor import (BaselineRun, DoctorError, DoctorReport, Efficiency, MemoryUse, PhaseSplit,
-                                     ReorderRun, save_doctor)
 from infrarsi.knobs.llm_roles import Claim, load_claims, save_claims
+from infrarsi.probe import PHASES
+from infrarsi.records.doctor import (
+    BaselineRun,
+    DoctorError,
+    DoctorReport,
+    Efficiency,
+    MemoryUse,
+    PhaseSplit,
+    ReorderRun,
+    save_doctor,
+)
+from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.runner import abort, interference
-from infrarsi.runner.result import Candidate, TrialResult
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages import quiet
 from infrarsi.stages.claims import check_claims, unlocked
+from infrarsi.trials import Candidate, TrialResult
 from infrarsi.units import GIB
 from infrarsi.verification import Lengths
 
@@ -115,7 +124,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
         report.warnings.append(
             f"the machine was too busy to measure on: other processes used {idle:.2f} of the job's "
             f"{report.background.cores} cores before the baseline ran (more than "
-            f"{interference.busy_limit(report.background.cores):.2f}); the noise floor and the normal background "
+            f"{busy_limit(report.background.cores):.2f}); the noise floor and the normal background "
             "include them (`--wait-for-quiet` waits for quiet first)")
     updated = contract.with_reference(report.losses.reference, report.losses.tolerance,
                                       report.losses.numerics_tolerance)
@@ -195,7 +204,7 @@ def _machine_background(on_event: EventSink, wait_s: float | None) -> tuple[floa
     when asked; (cores used, seconds waited)."""
     cores = interference.job_cores()
     idle = interference.idle_load(cores=cores)
-    limit = interference.busy_limit(len(cores))
+    limit = busy_limit(len(cores))
     if idle <= limit:
         return idle, 0.0
     on_event(Event("doctor", "log", f"the machine is busy: other processes use {idle:.2f} of the job's "

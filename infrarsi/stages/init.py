@@ -31,6 +31,7 @@ import psutil
 
 from infrarsi import batch
 from infrarsi.codemods.insert_probe import probe_diff
+from infrarsi.commandline import Command, CommandError, parse_command, script_settings
 from infrarsi.contract import (
     Contract,
     ContractError,
@@ -42,7 +43,6 @@ from infrarsi.contract import (
     file_sha256,
     save_contract,
 )
-from infrarsi.commandline import Command, CommandError, parse_command, script_settings
 from infrarsi.knobs.catalog import domain
 from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda

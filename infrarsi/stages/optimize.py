@@ -14,12 +14,11 @@ from infrarsi.contract import ContractError, contract_path, load_contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.goal import Goal, GoalError, parse_goal
 from infrarsi.llm import load_llm_config
+from infrarsi.records import DoctorError, RunResult, RunStatus, load_doctor
 from infrarsi.stages.apply import ApplyResult, apply
-from infrarsi.records import DoctorError, load_doctor
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.report import ReportResult, report
-from infrarsi.records import RunResult, RunStatus
 from infrarsi.stages.run import run
 
 DEFAULT_TRIALS = 20

@@ -15,7 +15,7 @@ from typing import Any
 
 from infrarsi.events import Event, EventSink
 from infrarsi.runner.interference import QuietWait, job_cores, wait_for_quiet
-from infrarsi.runner.result import TrialResult, TrialStatus
+from infrarsi.trials import TrialResult, TrialStatus
 
 MAX_RERUNS = 2
 """Reruns of one disturbed trial: the first as it was; the last after measuring the machine's normal
@@ -38,7 +38,7 @@ class QuietWaiter:
 
     limit_cores: float
     """Other processes' cores above which the machine is not quiet (run: the normal's limit;
-    doctor: ``interference.busy_limit``)."""
+    doctor: ``background.busy_limit``)."""
     budget_s: float | None
     """``--wait-for-quiet``: seconds the whole stage may wait (None: it never waits)."""
     stage: str

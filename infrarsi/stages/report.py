@@ -15,10 +15,10 @@ import optuna
 import sqlalchemy.exc
 
 from infrarsi.contract import STATE_DIR, Contract, ContractError, require_intact
+from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
 from infrarsi.report import document, html, markdown
 from infrarsi.report.model import Report, build_report
 from infrarsi.report.plots import draw_all
-from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
 from infrarsi.study import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
 
 FORMATS = ("md", "html")

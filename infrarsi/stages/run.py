@@ -14,25 +14,36 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy.exc
+
 from infrarsi import patches as patch_library
+from infrarsi.background import Background
 from infrarsi.contract import STATE_DIR, Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches.diff_patch import LLM_PREFIX
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.patches.numerics import numerics_by_design
-from infrarsi.records import (BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, RunStatus, TrialRow,
-                              load_doctor, save_run)
-from infrarsi.runner.interference import Background, idle_load, job_cores, measured_background
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.records import (
+    BankPriorRow,
+    MemoryPriceRow,
+    PatchCheck,
+    PriorCheckRow,
+    RunResult,
+    RunStatus,
+    TrialRow,
+    Verdict,
+    load_doctor,
+    save_run,
+)
+from infrarsi.runner.interference import idle_load, job_cores, measured_background
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
-from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.search.space import SearchSpace
+from infrarsi.search.strategy import SAMPLERS, make_strategy
 from infrarsi.stages import quiet
 from infrarsi.study import TrialStore, default_storage_url, hide_password
 from infrarsi.study_round import MEASURING, WAIT_POLL_S, SharedRound
-from infrarsi.records import Verdict
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import Lengths, Rounds, best_promoted, interleave, job_seconds
 
 ABORT_FACTOR = 1.5

@@ -15,17 +15,19 @@ from pathlib import Path
 import git
 
 from infrarsi import vcs
+from infrarsi.background import Background
 from infrarsi.contract import STATE_DIR, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
+from infrarsi.records import DoctorError, load_doctor
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
-from infrarsi.runner.result import Candidate, TrialResult
+from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
-from infrarsi.runner.interference import Background, job_cores
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages import quiet
-from infrarsi.records import DoctorError, load_doctor
+from infrarsi.trials import Candidate, TrialResult
 from infrarsi.verification import Lengths, Pair, Rounds, run_pairs, whole_process
+
 
 class VerifyStatus(StrEnum):
     HOLDS = "holds"

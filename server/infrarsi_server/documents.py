@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lsprotocol import types
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
-
-from lsprotocol import types
 
 from infrarsi_server.analysis import Analysis
 from infrarsi_server.server import InfraRSIServer

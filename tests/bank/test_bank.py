@@ -8,7 +8,7 @@ import pytest
 from infrarsi.bank import BestConfig, EffectFinding, ExperienceBank, PatchFinding, WorkloadSignature, resolve_url
 from infrarsi.bank.store import OTHER_HARDWARE_SD, UNKNOWN_NOISE_CV, finding_sd
 from infrarsi.contract import Contract, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 HERE, THERE = "hw-2core", "hw-8core"
 

@@ -20,9 +20,9 @@ from bench.tuners.table import Table
 from infrarsi.bank import BestConfig, ExperienceBank, WorkloadSignature
 from infrarsi.contract import Knob, contract_path, save_contract
 from infrarsi.hardware import fingerprint
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import contract_with
+from infrarsi.trials import Candidate, TrialStatus
 
 GIB = 1 << 30
 PLANNED = 100

@@ -14,7 +14,9 @@ from rich.console import Console
 
 from infrarsi.bank.inspect import ShowResult, WorkloadView
 from infrarsi.bank.store import StoredEffect, StoredRun
-from infrarsi.cli import apply as apply_cli, bank as bank_cli, report as report_cli
+from infrarsi.cli import apply as apply_cli
+from infrarsi.cli import bank as bank_cli
+from infrarsi.cli import report as report_cli
 from infrarsi.cli.fit import MIN_WRAP, longest_word
 from infrarsi.records import MemoryPriceRow, PatchCheck
 from infrarsi.report import tables

@@ -12,10 +12,10 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from infrarsi.runner.result import Candidate
 from infrarsi.stages.run import VERIFY_ROUNDS
-from infrarsi.study_round import CLAIM, MEASURING, OUTCOME_ATTR
 from infrarsi.study import BEGAN_ATTR, DUPLICATE_ATTR, INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, from_params
+from infrarsi.study_round import CLAIM, MEASURING, OUTCOME_ATTR
+from infrarsi.trials import Candidate
 
 from .conftest import HEARTBEAT_S, checkout, finish_worker, start_worker, wait_for
 

@@ -14,9 +14,9 @@ from infrarsi.contract import load_contract
 from infrarsi.knobs.literals import literal_settings
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.knobs.source import ParsedFile
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.init import init
+from infrarsi.trials import Candidate, TrialStatus
 from tests.stages.conftest import git_repo, measured_copy
 
 LITERALS = Path(__file__).parents[1] / "test_data" / "stages" / "literals"

@@ -9,8 +9,8 @@ import pytest
 
 from infrarsi.knobs.llm_roles import TOOL_NAME, Claim
 from infrarsi.stages.claims import judge
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.stages.init import init
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from tests.support.messages_server import MessagesServer, tool_use_reply
 
 SCRIPT = """

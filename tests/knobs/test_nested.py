@@ -14,10 +14,10 @@ import pytest
 from infrarsi.commandline import script_settings, without_flag
 from infrarsi.contract import load_contract
 from infrarsi.runner.command import build_argv, trial_knob_values
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
+from infrarsi.trials import Candidate, TrialStatus
 from tests.stages.conftest import git_repo
 
 NESTED = Path(__file__).parents[1] / "test_data" / "stages" / "nested"

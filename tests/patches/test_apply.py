@@ -9,7 +9,7 @@ import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256
 from infrarsi.patches import REGISTRY, apply_patches, find_sites
-from infrarsi.patches.diff_patch import parse_unified_diff, DiffError
+from infrarsi.patches.diff_patch import DiffError, parse_unified_diff
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
 

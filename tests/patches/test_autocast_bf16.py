@@ -8,8 +8,8 @@ from infrarsi.hardware import CPU_DTYPE_UNITS, cpu_flags, peak_flops
 from infrarsi.patches import REGISTRY, applicable
 from infrarsi.patches.autocast_bf16 import MIN_GAIN, refusal
 from infrarsi.patches.numerics import numerics_by_design
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 
 def test_a_cpu_without_bf16_units_is_refused_by_name():

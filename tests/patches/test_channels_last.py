@@ -7,8 +7,8 @@ import pytest
 from infrarsi.contract import load_contract
 from infrarsi.patches import applicable
 from infrarsi.patches.numerics import numerics_by_design
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,10 @@ from infrarsi.events import ignore
 from infrarsi.llm import LLMConfig
 from infrarsi.patches import apply_patches
 from infrarsi.patches.llm_proposals import CACHE_FILE, TOOL_NAME, diff_id, patch_dir, propose_patches
-from infrarsi.runner.result import Candidate
 from infrarsi.stages.init import init
 from infrarsi.stages.run import _applicable_patches, _Session, _validate_patches
 from infrarsi.study import TrialStore
+from infrarsi.trials import Candidate
 from tests.support.messages_server import MessagesServer, malformed_reply, text_reply, tool_use_reply
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.records import HardwareFingerprint
 from infrarsi.priors import PriorContext
+from infrarsi.records import HardwareFingerprint
 
 PATCHES = ("sdpa_attention", "compile_model", "tf32_matmul")
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import load_contract
-from infrarsi.report import tables
 from infrarsi.datasheet import datasheet_peak
-from infrarsi.report.model import INTERRUPTED, candidate_peak, reproduce_command
-from infrarsi.runner.result import Candidate
-from infrarsi.stages.report import report
 from infrarsi.records import DoctorReport, load_run
+from infrarsi.report import tables
+from infrarsi.report.model import INTERRUPTED, candidate_peak, reproduce_command
+from infrarsi.stages.report import report
+from infrarsi.trials import Candidate
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
 

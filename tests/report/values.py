@@ -11,7 +11,7 @@ from typing import Any
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.records import DoctorReport, PeakFlops, RunResult, TrialRow, Verdict
 from infrarsi.report.model import Report, build_report
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
 REPO = "/home/me/gpt"

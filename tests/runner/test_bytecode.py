@@ -11,8 +11,8 @@ import pytest
 
 from infrarsi.contract import Knob
 from infrarsi.runner import bytecode, sandbox
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 pytestmark = pytest.mark.skipif(sandbox.bwrap_problem() is not None, reason="needs the bubblewrap sandbox")
 

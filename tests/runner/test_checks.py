@@ -2,7 +2,7 @@ import math
 
 from infrarsi.runner import abort, checks
 from infrarsi.runner.measure import Step
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 
 from .conftest import REFERENCE, make_contract
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from infrarsi.runner.interference import (Background, InterferenceMonitor, Sample, TrialInterference, Window,
-                                          background, window)
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
+from infrarsi.background import Background, Window, background
+from infrarsi.runner.interference import InterferenceMonitor, Sample, TrialInterference, window
 from infrarsi.runner.sandbox import Containment
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import Lengths, Pair, judge
 
 LIMITS = Background(cores=2, idle_cores=0.05, normal_cores=0.1, limit_cores=0.4, normal_denied=0.02,

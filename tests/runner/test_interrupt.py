@@ -10,7 +10,7 @@ import pytest
 
 from infrarsi.contract import save_contract
 
-from .conftest import DATA, alive, trial_processes, tree_digest
+from .conftest import DATA, alive, tree_digest, trial_processes
 
 pytestmark = pytest.mark.e2e
 

@@ -15,9 +15,9 @@ import pytest
 
 from infrarsi.contract import Knob
 from infrarsi.launcher import ENV_RECORDS, launcher_env
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.sandbox import TOKEN_ENV
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 from .conftest import make_contract, reader_lag, tree_digest
 

@@ -16,8 +16,8 @@ from infrarsi.launcher import SITE_DIR
 from infrarsi.launcher.settings import launcher_knobs, settings_env
 from infrarsi.report.model import reproduce_command
 from infrarsi.runner.command import build_argv
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 from .conftest import make_contract
 

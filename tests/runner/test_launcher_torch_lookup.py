@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 from .conftest import make_contract
 

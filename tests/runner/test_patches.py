@@ -4,8 +4,8 @@ import difflib
 
 import pytest
 
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 from .conftest import reader_lag, tree_digest
 

@@ -18,10 +18,10 @@ import pytest
 
 from infrarsi.contract import Knob, save_contract
 from infrarsi.runner import sandbox
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
-from .conftest import DATA, alive, knobs, make_contract, trial_processes, tree_digest
+from .conftest import DATA, alive, knobs, make_contract, tree_digest, trial_processes
 
 pytestmark = pytest.mark.e2e
 

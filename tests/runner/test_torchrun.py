@@ -4,10 +4,10 @@ import re
 
 import pytest
 
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
-from .conftest import trial_processes, tree_digest
+from .conftest import tree_digest, trial_processes
 
 pytestmark = pytest.mark.e2e
 MB = 2**20

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import Knob
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
-from .conftest import REFERENCE, TOKENS, reader_lag, trial_processes, tree_digest
+from .conftest import REFERENCE, TOKENS, reader_lag, tree_digest, trial_processes
 
 pytestmark = pytest.mark.e2e
 

@@ -11,12 +11,12 @@ import math
 
 from infrarsi.contract import Knob
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.runner.result import Candidate
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import Strategy
 from infrarsi.search.synthetic import contract_with, result
+from infrarsi.trials import Candidate
 
 KNOBS = [
     Knob(name="threads", role="threads", type="int", default=1, flag="--threads", domain=[1, 2], tunable=True),

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from infrarsi.runner.result import TrialStatus
 from infrarsi.contract import Knob
 from infrarsi.search.crash_model import failure_rates, p_runs
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs, result
+from infrarsi.trials import TrialStatus
 
 
 def _space() -> SearchSpace:

@@ -7,11 +7,11 @@ import pytest
 
 from infrarsi.contract import Knob
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.search.memory_curve import Curve, fit_curve, refit_untried
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import contract_with, result
+from infrarsi.trials import Candidate, TrialStatus
 
 MIB = 2**20
 FIXED, PER_SEQUENCE = 20 * MIB, 12 * MIB

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from infrarsi.contract import Knob
-from infrarsi.runner.result import TrialStatus
-from infrarsi.search.memory_model import MemoryModel
 from infrarsi.priors.types import Prior, PriorTable
+from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import contract_with, result
+from infrarsi.trials import TrialStatus
 
 # Six binary/categorical feature columns: two bools, one binary str, one 3-way str (two columns), a patch.
 PRICES = {

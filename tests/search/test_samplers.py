@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.runner.result import TrialStatus
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs, result
+from infrarsi.trials import TrialStatus
 
 
 def _space(patches=("fused_qkv", "flash_mlp")) -> SearchSpace:

@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from infrarsi.runner.result import TrialStatus
+from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.search.acquisition import expected_improvement
 from infrarsi.search.gp import GP
-from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.search.samplers import CONVERGED_GAIN
 from infrarsi.search.synthetic import DENSE_TIME, Surface, result
 from infrarsi.search.time_model import TimeModel
+from infrarsi.trials import TrialStatus
 
 
 def _history(space, n, seed=0, **surface_kw):
@@ -179,9 +179,9 @@ def test_a_knob_contradicted_above_its_default_keeps_its_priors_below_it(dense_s
 def test_a_space_without_settings_still_fits():
     """Every knob fixed and no patch validated: the history holds the baseline and failed
     proposals, and the model must still answer (it once raised in the start-up fit)."""
-    from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
     from infrarsi.search.space import SearchSpace
     from infrarsi.search.synthetic import contract_with, dense_knobs
+    from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
     fixed = [k for k in dense_knobs() if not k.tunable]
     space = SearchSpace.from_contract(contract_with(fixed), [])

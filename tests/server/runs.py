@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infrarsi.runner.result import Candidate
 from infrarsi.records import RunResult, TrialRow, Verdict, save_run
+from infrarsi.trials import Candidate
 
 PROMOTED = Candidate(knobs={"micro_batch_size": 8}, patches=("sdpa_attention",))
 

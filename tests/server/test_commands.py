@@ -17,6 +17,7 @@ from tests.server.conftest import git
 from tests.server.lsp import diagnostics_for, line_of, open_file, until
 from tests.server.runs import promoted_run
 
+
 def _command(name: str, **options) -> types.ExecuteCommandParams:
     return types.ExecuteCommandParams(command=f"infrarsi.server.{name}", arguments=[options])
 

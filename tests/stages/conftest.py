@@ -14,10 +14,10 @@ from pathlib import Path
 import git
 import pytest
 
+from infrarsi.records import RunResult
 from infrarsi.stages import quiet
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
-from infrarsi.records import RunResult
 from infrarsi.stages.run import run
 
 PACED = Path(__file__).parents[1] / "test_data" / "stages" / "paced"

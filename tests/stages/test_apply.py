@@ -14,8 +14,8 @@ import pytest
 from infrarsi import vcs
 from infrarsi.cli import main
 from infrarsi.contract import load_contract
-from infrarsi.stages.apply import apply
 from infrarsi.records import load_run, save_run
+from infrarsi.stages.apply import apply
 from infrarsi.stages.verify import recorded_speedup
 from tests.stages.conftest import BEST, git_state, tree_digest
 

@@ -18,10 +18,10 @@ import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, load_contract
 from infrarsi.knobs.llm_roles import TOOL_NAME, Claim, claims_path, load_claims, save_claims
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
 from infrarsi.stages.claims import check_claims, probe_values, unlocked
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from tests.stages.conftest import git_repo
 from tests.support.messages_server import MessagesServer, tool_use_reply
 

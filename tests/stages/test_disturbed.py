@@ -21,14 +21,14 @@ from optuna.trial import TrialState
 from infrarsi.bank import ExperienceBank
 from infrarsi.contract import load_contract
 from infrarsi.events import Event
+from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.runner.interference import job_cores
-from infrarsi.runner.result import TrialStatus
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
-from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.stages import quiet
 from infrarsi.stages.run import run
 from infrarsi.study import TrialStore, default_storage_url
+from infrarsi.trials import TrialStatus
 from tests.stages.conftest import measured_copy
 from tests.support.hog import CpuHogs
 

@@ -12,13 +12,20 @@ import pytest
 from infrarsi.cli import main
 from infrarsi.cli.doctor import render
 from infrarsi.contract import (
-    Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, load_contract, save_contract,
+    Contract,
+    Knob,
+    LossInvariant,
+    MemoryBudget,
+    Scope,
+    Workload,
+    file_sha256,
+    load_contract,
+    save_contract,
 )
 from infrarsi.hardware import fingerprint
-from infrarsi.records import PeakFlops
-from infrarsi.runner.result import Candidate, TrialResult, TrialStatus
-from infrarsi.records import DoctorError, load_doctor
+from infrarsi.records import DoctorError, PeakFlops, load_doctor
 from infrarsi.stages.doctor import PHASE_TOLERANCE, summarize, with_measured_workload
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
 GIB = 2**30

@@ -315,7 +315,7 @@ def test_the_commands_own_cuda_device_is_replaced(tmp_path):
     assert argv == ["PY", "train.py", "--device=cpu", "--lr", "0.5", "--max_iters=13"]
     from infrarsi.report.model import reproduce_command
     from infrarsi.runner.command import job_steps
-    from infrarsi.runner.result import Candidate
+    from infrarsi.trials import Candidate
 
     # As every trial ran it: told the job's own length (InfraRSI stops it after the steps it measures).
     assert reproduce_command(Candidate(), result.contract) == (

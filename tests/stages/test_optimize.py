@@ -7,8 +7,8 @@ import pytest
 
 from infrarsi.cli import main
 from infrarsi.contract import load_contract
-from infrarsi.stages.optimize import optimize
 from infrarsi.records import load_run
+from infrarsi.stages.optimize import optimize
 from tests.stages.conftest import budget_kinds, fresh_paced, git_state, tree_digest
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from infrarsi.cli import outcome
+from infrarsi.records import load_run
 from infrarsi.stages.optimize import OptimizeResult
 from infrarsi.stages.report import report
-from infrarsi.records import load_run
 
 
 def reproduce_at(lines: list[str]) -> int:

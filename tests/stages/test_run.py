@@ -22,10 +22,10 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import load_contract
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.records import load_run
 from infrarsi.stages.run import ABORT_FACTOR, run
 from infrarsi.study import INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url
+from infrarsi.trials import Candidate, TrialStatus
 from tests.stages.conftest import BEST, RUN_TRIALS, budget_kinds, copy_repo, paced_fits, paced_step_s
 
 INFRARSI = Path(sys.executable).parent / "infrarsi"

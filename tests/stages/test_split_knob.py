@@ -14,11 +14,11 @@ import pytest
 from infrarsi.contract import load_contract
 from infrarsi.patches import find_sites
 from infrarsi.runner.command import patches_to_apply
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
+from infrarsi.trials import Candidate, TrialStatus
 from tests.stages.conftest import git_repo
 
 pytestmark = pytest.mark.e2e

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import require_intact
-from infrarsi.runner.result import Candidate, TrialStatus
 from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.trials import Candidate, TrialStatus
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from infrarsi.cli import main
-from infrarsi.stages.report import report
 from infrarsi.records import load_run
+from infrarsi.stages.report import report
 from infrarsi.stages.run import run
 
 PG_ENV = "INFRARSI_TEST_PG_URL"

@@ -17,8 +17,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.uris import to_fs_path
 
-from infrarsi.records import run_path
 from infrarsi.events import EventSink
+from infrarsi.records import run_path
 from infrarsi_server.features import diagnostics
 from infrarsi_server.jobs import Job
 from infrarsi_server.progress import WorkDone

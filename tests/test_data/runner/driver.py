@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from infrarsi.contract import load_contract
-from infrarsi.runner.result import Candidate
+from infrarsi.trials import Candidate
 from infrarsi.runner.trial import TrialSpec, run_trial
 
 repo, log_dir = Path(sys.argv[1]), Path(sys.argv[2])
