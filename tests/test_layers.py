@@ -92,3 +92,25 @@ def test_no_import_of_our_own_modules_is_hidden_behind_except_import_error(packa
     hidden = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / package).rglob("*.py"))
               if "site" not in p.relative_to(ROOT).parts and (lines := _lazy_imports_under_except_import_error(p))}
     assert hidden == {}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module an ``import`` in ``path`` names (a relative import counted from its package)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
+            found.add(".".join(p for p in (base, node.module or "") if p))
+    return found
+
+
+@pytest.mark.parametrize("floor", ["infrarsi/records", "infrarsi/knobs", "infrarsi/patches"])
+def test_the_floors_below_the_runner_do_not_import_it(floor):
+    """The trial vocabulary lives in infrarsi/trials.py and infrarsi/background.py: reading a record,
+    finding a knob or a patch site never loads the runner."""
+    upward = {str(p.relative_to(ROOT)): sorted(m for m in _imported_modules(p) if m.startswith("infrarsi.runner"))
+              for p in sorted((ROOT / floor).rglob("*.py"))}
+    assert {path: mods for path, mods in upward.items() if mods} == {}
