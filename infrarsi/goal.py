@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from infrarsi.llm import LLMConfig
+from infrarsi.llm import LLMConfig, call_tool
 from infrarsi.units import GIB, KIB, MIB, TIB
 
 EXAMPLES = (
@@ -100,14 +100,11 @@ _TOOL = {
 
 def parse_with_llm(text: str, config: LLMConfig) -> Goal:
     """Ask the configured model; its answer is checked field by field."""
-    from infrarsi.llm import make_client
-
-    client = make_client(config)
-    reply = client.messages.create(
-        model=config.model, max_tokens=512, tools=[_TOOL], tool_choice={"type": "tool", "name": "set_goal"},
-        messages=[{"role": "user", "content": f"Read this goal for tuning a training job and fill set_goal: {text!r}"}],
-    )
-    data = next((b.input for b in reply.content if getattr(b, "type", "") == "tool_use"), None)
+    reply = call_tool(config, _TOOL, f"Read this goal for tuning a training job and fill set_goal: {text!r}",
+                      lambda data: data, max_tokens=512)
+    if not reply.ok and not reply.replied:  # the model is optional: a failed call reads as "not understood"
+        raise GoalError(text, f"the rules could not read it and the model call failed ({reply.reason}: {reply.message})")
+    data = reply.value
     if not isinstance(data, dict) or data.get("understood") is not True:
         raise GoalError(text, "the model did not read it as a goal")
     goal = Goal(text=text, understood_by=f"anthropic:{config.model}")
@@ -135,10 +132,5 @@ def parse_goal(text: str, config: LLMConfig | None = None) -> Goal:
     if goal is not None:
         return goal
     if config is not None and config.configured:
-        try:
-            return parse_with_llm(text, config)
-        except GoalError:
-            raise
-        except Exception as err:  # the model is optional: any API failure reads as "not understood"
-            raise GoalError(text, f"the rules could not read it and the model call failed ({type(err).__name__})") from None
+        return parse_with_llm(text, config)
     raise GoalError(text)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from infrarsi.contract import STATE_DIR
 
@@ -164,3 +164,64 @@ def make_client(config: LLMConfig) -> anthropic.Anthropic:
         timeout=config.timeout_s,
         max_retries=config.max_retries,
     )
+
+
+class MalformedReply(ValueError):
+    """The reply does not have the structure the tool demands."""
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReply(Generic[T]):
+    """One forced tool call's outcome: the parsed input, or why there is none."""
+
+    value: T | None = None
+    reason: str = ""
+    """Empty when ok; else ``timeout``, ``connection``, ``rate_limited``, ``api_error`` or ``malformed``."""
+    message: str = ""
+    replied: bool = False
+    """Whether a reply came back and was read, whatever it said."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+def call_tool(config: LLMConfig, tool: dict[str, Any], prompt: str, parse: Callable[[Any], T], *,
+              system: str | None = None, max_tokens: int | None = None) -> ToolReply[T]:
+    """Ask the configured model to call ``tool`` once on ``prompt`` and ``parse`` its input (raising
+    :class:`MalformedReply`, or another ValueError, when it is wrong). The one place InfraRSI sends a request: every failure,
+    of the network, the API or the reply, comes back as a reason and a message, never raised."""
+    import anthropic  # seconds to import; only a real request needs it
+
+    name = tool["name"]
+    try:
+        message = make_client(config).messages.create(
+            model=config.model, max_tokens=max_tokens or config.max_tokens, tools=[tool],
+            tool_choice={"type": "tool", "name": name}, messages=[{"role": "user", "content": prompt}],
+            **({"system": system} if system else {}))
+    # Subclasses before their bases: a timeout is a connection error, a 429 a status error.
+    except anthropic.APITimeoutError:
+        return ToolReply(reason="timeout", message=f"timed out after {config.timeout_s:g} s ({config.max_retries} retries)")
+    except anthropic.APIConnectionError as err:
+        return ToolReply(reason="connection", message=f"cannot connect ({err})")
+    except anthropic.RateLimitError as err:
+        return ToolReply(reason="rate_limited",
+                         message=f"rate limited (429) after {config.max_retries} retries: {err.message}")
+    except anthropic.APIStatusError as err:
+        return ToolReply(reason="api_error", message=f"HTTP {err.status_code}: {err.message}")
+    except (anthropic.APIResponseValidationError, ValueError) as err:
+        # The client raises plain ValueError (JSONDecodeError) on a body that is not JSON.
+        return ToolReply(reason="malformed", message=f"unreadable response: {err}")
+    except anthropic.AnthropicError as err:
+        return ToolReply(reason="api_error", message=str(err))
+    calls = [b for b in message.content if getattr(b, "type", None) == "tool_use" and b.name == name]
+    try:
+        if len(calls) != 1:
+            kinds = [getattr(b, "type", "?") for b in message.content]
+            raise MalformedReply(f"expected one {name} call, got content {kinds} (stop_reason {message.stop_reason})")
+        return ToolReply(value=parse(calls[0].input), replied=True)
+    except ValueError as err:  # MalformedReply, or a value a record refuses
+        return ToolReply(reason="malformed", message=f"malformed reply: {err}", replied=True)

@@ -29,7 +29,7 @@ from typing import Any
 from infrarsi.contract import STATE_DIR
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.source import ParsedFile
-from infrarsi.llm import LLMConfig, make_client
+from infrarsi.llm import LLMConfig, MalformedReply, call_tool
 
 TOOL_NAME = "classify_knobs"
 CLAIMABLE = ("micro_batch", "grad_accum", "threads", "dataloader_workers", "dataloader_pin_memory",
@@ -65,10 +65,6 @@ class ClaimsResult:
     message: str = ""
 
 
-class MalformedClaims(ValueError):
-    pass
-
-
 def tool_definition(names: list[str]) -> dict[str, Any]:
     claim = {
         "type": "object",
@@ -96,27 +92,24 @@ def prompt(knobs: list[RawKnob], uses: Mapping[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-def parse_claims(message: Any, names: list[str]) -> list[Claim]:
-    calls = [b for b in message.content if getattr(b, "type", None) == "tool_use" and b.name == TOOL_NAME]
-    if len(calls) != 1:
-        raise MalformedClaims(f"expected one {TOOL_NAME} call, got {[getattr(b, 'type', '?') for b in message.content]}")
-    data = calls[0].input
+def parse_claims(data: Any, names: list[str]) -> list[Claim]:
+    """The claims in the tool call's input, or :class:`MalformedReply` saying what is wrong."""
     if not isinstance(data, dict) or set(data) != {"claims"} or not isinstance(data["claims"], list):
-        raise MalformedClaims(f"{TOOL_NAME} input must be exactly {{'claims': [...]}}")
+        raise MalformedReply(f"{TOOL_NAME} input must be exactly {{'claims': [...]}}")
     out: dict[str, Claim] = {}
     for i, item in enumerate(data["claims"]):
         where = f"claims[{i}]"
         if not isinstance(item, dict) or set(item) != {"name", "role", "evidence"}:
-            raise MalformedClaims(f"{where} must have exactly name, role and evidence")
+            raise MalformedReply(f"{where} must have exactly name, role and evidence")
         name, role, evidence = item["name"], item["role"], item["evidence"]
         if name not in names:
-            raise MalformedClaims(f"{where}: {name!r} was not asked about")
+            raise MalformedReply(f"{where}: {name!r} was not asked about")
         if name in out:
-            raise MalformedClaims(f"{where}: {name!r} twice")
+            raise MalformedReply(f"{where}: {name!r} twice")
         if role not in CLAIMABLE:
-            raise MalformedClaims(f"{where}: unknown role {role!r}")
+            raise MalformedReply(f"{where}: unknown role {role!r}")
         if not isinstance(evidence, str):
-            raise MalformedClaims(f"{where}: evidence must be a string")
+            raise MalformedReply(f"{where}: evidence must be a string")
         locks = role in ("workload", "unknown")
         out[name] = Claim(name, role, evidence.strip(), "confirmed" if locks else "unconfirmed",
                           "it stays locked" if locks else "needs a measurement")
@@ -129,19 +122,12 @@ def classify_unknown(config: LLMConfig, knobs: list[RawKnob], uses: Mapping[str,
         return ClaimsResult("ok")
     if not config.configured:
         return ClaimsResult("not_configured", message="no API key configured: unknown knobs stay locked")
-    import anthropic
-
     names = [k.name for k in knobs]
-    try:
-        message = make_client(config).messages.create(
-            model=config.model, max_tokens=config.max_tokens, system=SYSTEM, tools=[tool_definition(names)],
-            tool_choice={"type": "tool", "name": TOOL_NAME},
-            messages=[{"role": "user", "content": prompt(knobs, uses)}])
-        return ClaimsResult("ok", parse_claims(message, names))
-    except MalformedClaims as err:
-        return ClaimsResult("error", message=f"malformed reply: {err}; unknown knobs stay locked")
-    except (anthropic.AnthropicError, ValueError) as err:
-        return ClaimsResult("error", message=f"{type(err).__name__}: {err}; unknown knobs stay locked")
+    reply = call_tool(config, tool_definition(names), prompt(knobs, uses), lambda data: parse_claims(data, names),
+                      system=SYSTEM)
+    if not reply.ok:
+        return ClaimsResult("error", message=f"{reply.message}; unknown knobs stay locked")
+    return ClaimsResult("ok", reply.value)
 
 
 def knob_uses(files: list[ParsedFile], names: list[str]) -> dict[str, list[str]]:

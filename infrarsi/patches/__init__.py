@@ -80,10 +80,11 @@ def existing_knob(patch: Patch, contract: Contract) -> str | None:
     return f"the script already has a {patch.gate_role} knob ({knobs[0].name}); the search tunes it instead"
 
 
-def _tuned_by_its_knob(name: str, contract: Contract) -> bool:
-    """The contract has the knob the patch adds, whose values other than the default apply it
-    (``Knob.patch``): the patch is no search dimension of its own."""
-    return any(k.patch == name for k in contract.knobs)
+def _left_to_a_knob(name: str, contract: Contract) -> bool:
+    """The script's own knob does the patch's work (``existing_knob``), or the contract has the knob
+    the patch adds, whose values other than the default apply it (``Knob.patch``): either way the
+    patch is no search dimension of its own."""
+    return bool(existing_knob(REGISTRY[name], contract)) or any(k.patch == name for k in contract.knobs)
 
 
 def patch_knobs(repo: Path, contract: Contract) -> list[Knob]:
@@ -108,11 +109,21 @@ def patch_knobs(repo: Path, contract: Contract) -> list[Knob]:
     return out
 
 
+def may_apply(name: str, source: str, contract: Contract | None, device: str) -> bool:
+    """Whether library patch ``name`` may have a site in ``source`` for this contract and device:
+    the cheap test the run (before its codemods) and the editor (for a document) share. Not a patch
+    left to the script's own knob or tuned by the knob it adds, nor a GPU-only one on a CPU."""
+    if contract is not None and _left_to_a_knob(name, contract):
+        return False
+    patch = REGISTRY[name]
+    return not (patch.gpu_only and device != "cuda") and patch.may_apply(source)
+
+
 def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
     """``(patch name, site)`` for every place a library patch applies in the editable files."""
     found = []
     for name, patch in REGISTRY.items():
-        if existing_knob(patch, contract) or _tuned_by_its_knob(name, contract):
+        if _left_to_a_knob(name, contract):
             continue
         for rel in _editable(repo, contract):
             source = (Path(repo) / rel).read_text()

@@ -157,7 +157,10 @@ class Patch:
         return "GPU-only patch on a CPU run" if self.gpu_only and device != "cuda" else None
 
     def may_apply(self, source: str) -> bool:
-        """The cheap test: False only when the codemod cannot find a site in ``source``."""
+        """The cheap test: False when the codemod cannot find a site in ``source`` or the file has
+        the patch's own switch (``absent``)."""
+        if any(text in source for text in self.absent):
+            return False
         groups = ((self.needles,) if self.needles else ()) + self.requires
         return all(any(n in source for n in group) for group in groups)
 

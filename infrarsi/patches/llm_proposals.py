@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract import STATE_DIR, Contract
-from infrarsi.llm import LLMConfig, doctor_for_model, make_client
+from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
 from infrarsi.patches.base import APPLIED
 from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, parse_unified_diff
 from infrarsi.patches.diff_patch import diff_id as _content_id
@@ -154,17 +154,8 @@ def prompt(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: 
     ])
 
 
-class MalformedReply(ValueError):
-    """The reply does not have the structure the tool demands."""
-
-
-def parse_reply(message: Any) -> list[dict[str, str]]:
-    """The ``{title, rationale, diff}`` entries of ``message``'s tool call, or :class:`MalformedReply`."""
-    calls = [b for b in message.content if getattr(b, "type", None) == "tool_use" and b.name == TOOL_NAME]
-    if len(calls) != 1:
-        kinds = [getattr(b, "type", "?") for b in message.content]
-        raise MalformedReply(f"expected one {TOOL_NAME} call, got content {kinds} (stop_reason {message.stop_reason})")
-    data = calls[0].input
+def parse_entries(data: Any) -> list[dict[str, str]]:
+    """The ``{title, rationale, diff}`` entries of the tool call's input, or :class:`MalformedReply`."""
     if not isinstance(data, dict) or not isinstance(data.get("patches"), list):
         raise MalformedReply(f"{TOOL_NAME} input must be an object with a 'patches' list")
     entries = []
@@ -249,38 +240,10 @@ def propose_patches(repo: Path, contract: Contract, doctor: dict[str, Any] | Non
     repo = Path(repo)
     if not config.configured:
         return ProposalResult(status="error", reason="not_configured", message="no Anthropic API key configured")
-    import anthropic  # seconds to import; only a real request needs it
-
-    def error(reason: str, message: str) -> ProposalResult:
-        return ProposalResult(status="error", reason=reason, message=f"anthropic:{config.model}: {message}")
-
-    try:
-        message = make_client(config).messages.create(
-            model=config.model,
-            max_tokens=config.max_tokens,
-            system=SYSTEM,
-            tools=[tool_definition()],
-            tool_choice={"type": "tool", "name": TOOL_NAME},
-            messages=[{"role": "user", "content": prompt(repo, contract, doctor, goal)}],
-        )
-        entries = parse_reply(message)
-    # Subclasses before their bases: a timeout is a connection error, a 429 a status error.
-    except anthropic.APITimeoutError:
-        return error("timeout", f"timed out after {config.timeout_s:g} s ({config.max_retries} retries)")
-    except anthropic.APIConnectionError as err:
-        return error("connection", f"cannot connect ({err})")
-    except anthropic.RateLimitError as err:
-        return error("rate_limited", f"rate limited (429) after {config.max_retries} retries: {err.message}")
-    except anthropic.APIStatusError as err:
-        return error("api_error", f"HTTP {err.status_code}: {err.message}")
-    except MalformedReply as err:
-        return error("malformed", f"malformed reply: {err}")
-    except (anthropic.APIResponseValidationError, ValueError) as err:
-        # The client raises plain ValueError (JSONDecodeError) on a body that is not JSON.
-        return error("malformed", f"unreadable response: {err}")
-    except anthropic.AnthropicError as err:
-        return error("api_error", str(err))
-    return _judge(repo, contract, entries)
+    reply = call_tool(config, tool_definition(), prompt(repo, contract, doctor, goal), parse_entries, system=SYSTEM)
+    if not reply.ok:
+        return ProposalResult(status="error", reason=reply.reason, message=f"anthropic:{config.model}: {reply.message}")
+    return _judge(repo, contract, reply.value)
 
 
 def _cache_key(repo: Path, contract: Contract, goal: str, config: LLMConfig) -> str:

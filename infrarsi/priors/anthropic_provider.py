@@ -14,9 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import anthropic
-
-from infrarsi.llm import LLMConfig, doctor_for_model, make_client
+from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
 from infrarsi.priors.builtin import builtin_table
 from infrarsi.priors.types import (
     MAX_ABS_LOG,
@@ -99,10 +97,6 @@ def prompt(context: PriorContext, keys: list[str]) -> str:
     ])
 
 
-class MalformedReply(ValueError):
-    """The reply does not have the structure the tool demands."""
-
-
 def _number(item: Mapping[str, Any], name: str, where: str) -> float:
     value = item.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -110,13 +104,8 @@ def _number(item: Mapping[str, Any], name: str, where: str) -> float:
     return float(value)
 
 
-def parse_reply(message: Any, keys: list[str], source: str) -> PriorTable:
-    """The priors in ``message``'s record_priors call, or :class:`MalformedReply` saying what is wrong."""
-    calls = [b for b in message.content if getattr(b, "type", None) == "tool_use" and b.name == TOOL_NAME]
-    if len(calls) != 1:
-        kinds = [getattr(b, "type", "?") for b in message.content]
-        raise MalformedReply(f"expected one {TOOL_NAME} call, got content {kinds} (stop_reason {message.stop_reason})")
-    data = calls[0].input
+def parse_priors(data: Any, keys: list[str], source: str) -> PriorTable:
+    """The priors in the record_priors call's input, or :class:`MalformedReply` saying what is wrong."""
     if not isinstance(data, dict) or not isinstance(data.get("priors"), list) or not data["priors"]:
         raise MalformedReply(f"{TOOL_NAME} input must be an object with a non-empty 'priors' list")
     known, priors = set(keys), {}
@@ -161,33 +150,10 @@ class AnthropicPriors:
         if not self.config.configured:
             return self._error(context, "not_configured", "no API key configured")
         keys = context.keys()
-        try:
-            message = make_client(self.config).messages.create(
-                model=self.config.model,
-                max_tokens=self.config.max_tokens,
-                system=SYSTEM,
-                tools=[tool_definition(keys)],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-                messages=[{"role": "user", "content": prompt(context, keys)}],
-            )
-            table = parse_reply(message, keys, self.name)
-        # Subclasses before their bases: a timeout is a connection error, a 429 a status error.
-        except anthropic.APITimeoutError:
-            return self._error(context, "timeout", f"timed out after {self.config.timeout_s:g} s "
-                                                   f"({self.config.max_retries} retries)")
-        except anthropic.APIConnectionError as err:
-            return self._error(context, "connection", f"cannot connect ({err})")
-        except anthropic.RateLimitError as err:
-            return self._error(context, "rate_limited", f"rate limited (429) after {self.config.max_retries} "
-                                                        f"retries: {err.message}")
-        except anthropic.APIStatusError as err:
-            return self._error(context, "api_error", f"HTTP {err.status_code}: {err.message}")
-        except MalformedReply as err:
-            return self._error(context, "malformed", f"malformed reply: {err}")
-        except (anthropic.APIResponseValidationError, ValueError) as err:
-            # The client raises plain ValueError (JSONDecodeError) on a body that is not JSON.
-            return self._error(context, "malformed", f"unreadable response: {err}")
-        except anthropic.AnthropicError as err:
-            return self._error(context, "api_error", str(err))
+        reply = call_tool(self.config, tool_definition(keys), prompt(context, keys),
+                          lambda data: parse_priors(data, keys, self.name), system=SYSTEM)
+        if not reply.ok:
+            return self._error(context, reply.reason, reply.message)
+        table = reply.value
         return PriorResult(status=PriorStatus.OK, table=builtin_table(context).merged(table), provider=self.name)
 

@@ -72,10 +72,7 @@ def patch_names(rel: str | None, text: str, contract: Contract | None) -> list[s
     if not editable(rel, contract):
         return []
     device = contract.memory.device if contract else "cpu"
-    return [name for name, patch in patch_library.REGISTRY.items()
-            if not (contract is not None and patch_library.existing_knob(patch, contract))
-            and not (patch.gpu_only and device != "cuda")
-            and not any(s in text for s in patch.absent) and patch.may_apply(text)]
+    return [name for name in patch_library.REGISTRY if patch_library.may_apply(name, text, contract, device)]
 
 
 def _definition_pattern(knob: Knob) -> re.Pattern:
