@@ -240,6 +240,8 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
     pairs: dict[str, list[Pair]] = {c.key(): [] for c in arms}
     verdicts: dict[str, Verdict] = {}
     active = list(arms)
+    looks = rounds.looks * len(arms)
+    level = per_look(rounds.confidence, looks)
 
     def run_round(r: int) -> None:
         base, *rest = run_pairs([baseline, *active], run_one, r, lengths)
@@ -253,13 +255,12 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
         for arm in judged:
             verdicts[arm.key()] = judge(arm, base_pairs, pairs[arm.key()], lengths=lengths, floor=floor,
                                         compare_steps=compare_steps, confidence=rounds.confidence,
-                                        looks=rounds.looks * len(arms), declared_startup_s=declared_startup(arm),
+                                        looks=looks, declared_startup_s=declared_startup(arm),
                                         untrusted=untrusted(arm))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
         best = best_promoted(list(verdicts.values()))
-        level = per_look(rounds.confidence, rounds.looks * len(arms))
         active[:] = [a for a in active if _undecided(verdicts[a.key()], floor, best, done, rounds.most, level)]
         return not active
 
