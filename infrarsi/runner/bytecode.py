@@ -7,9 +7,13 @@ the job's imports from source at every start, seconds per trial (docs/benchmarks
 trials share one prefix per environment (``cache_dir``), mounted read-only in their sandbox (at
 ``sandbox.BYTECODE_MOUNT``), and only InfraRSI's own warm-up writes it: a sandboxed process that
 imports the modules the launcher and the owner's repository import (read from their sources, never
-from a candidate's). A module a trial imports that the warm-up did not compile is compiled in
-memory, as before. Without the sandbox nothing would keep a
-trial from writing the shared prefix, so ``--no-sandbox`` trials keep an empty prefix each.
+from a candidate's), and then compiles, without importing, every module of the standard library and
+of the installed distributions those imports come from, with what they require: a job imports much
+lazily (torch loads ``torch._dynamo`` and sympy at its first optimizer step), and each such module
+compiled from source at every start cost about 4.8 s a trial here (docs/benchmarks.md). A module a
+trial imports that neither compiled is compiled in memory, as before. Without the sandbox nothing
+would keep a trial from writing the shared prefix, so ``--no-sandbox`` trials keep an empty prefix
+each.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ import ast
 import fcntl
 import functools
 import hashlib
+import importlib.metadata
 import os
+import platform
+import re
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -33,6 +41,15 @@ WARM_TIMEOUT_S = 120
 """A module that hangs at import costs the first trial this much once, then is skipped."""
 WARMED_FILE = "warmed.txt"
 """In the cache: the module names a warm-up has already imported, one per line."""
+COMPILE_TIMEOUT_S = 600
+"""Compiling torch, sympy and the standard library takes about 20 s on two cores, once."""
+COMPILED_FILE = "compiled.txt"
+"""In the cache: what has been compiled whole, one ``name==version`` per line (``stdlib`` for the
+standard library): a distribution upgraded in place is compiled again."""
+OWN_DISTRIBUTION = "infrarsi"
+"""What InfraRSI itself requires is not the job's: its probe and launcher import the standard
+library and torch only."""
+_SKIPPED_DIRS = {"test", "tests", "idlelib", "turtledemo", "lib2to3", "site-packages", "dist-packages"}
 
 _WARM = """
 import importlib, sys
@@ -85,11 +102,69 @@ def warm(repo: Path) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done_file = cache / WARMED_FILE
         done = set(done_file.read_text().split()) if done_file.exists() else set()
-        missing = sorted((imported_modules(SITE_DIR) | imported_modules(repo)) - done)
+        modules = imported_modules(SITE_DIR) | imported_modules(repo)
+        missing = sorted(modules - done)
         if missing:
             _import_into(cache, missing, repo)
             done_file.write_text("".join(f"{name}\n" for name in sorted(done | set(missing))))
+        _compile_into(cache, {name.split(".")[0] for name in modules})
     return cache
+
+
+def _compile_into(cache: Path, top_levels: set[str]) -> None:
+    """Compile, never import, what the standard library and the distributions behind ``top_levels``
+    hold, unless an earlier warm-up compiled that version of it."""
+    compiled_file = cache / COMPILED_FILE
+    compiled = set(compiled_file.read_text().split()) if compiled_file.exists() else set()
+    units = {f"stdlib=={platform.python_version()}": _stdlib_sources} | {
+        f"{_canonical(d.metadata['Name'])}=={d.version}": functools.partial(_distribution_sources, d)
+        for d in distributions_behind(top_levels)}
+    todo = {key: sources for key, sources in units.items() if key not in compiled}
+    if not todo:
+        return
+    files = [str(path) for sources in todo.values() for path in sources()]
+    try:
+        # Errors (a test file in a newer syntax) are the module's, and a trial would hit them too.
+        subprocess.run([sys.executable, "-X", f"pycache_prefix={cache}", "-m", "compileall", "-qq", "-j", "0",
+                        "-i", "-"], input="\n".join(files), text=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=COMPILE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        pass
+    compiled_file.write_text("".join(f"{key}\n" for key in sorted(compiled | set(todo))))
+
+
+def distributions_behind(top_levels: set[str]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions that provide these top-level modules, with every distribution
+    they require (extras aside), InfraRSI's own requirements aside."""
+    providers = importlib.metadata.packages_distributions()
+    todo = [name for top in sorted(top_levels) for name in providers.get(top, [])]
+    found: dict[str, importlib.metadata.Distribution] = {}
+    while todo:
+        key = _canonical(todo.pop())
+        if key in found:
+            continue
+        try:
+            dist = importlib.metadata.distribution(key)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found[key] = dist
+        if key != OWN_DISTRIBUTION:
+            todo += [m.group(0) for req in dist.requires or []
+                     if not re.search(r";.*\bextra\s*==", req) and (m := re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", req))]
+    return list(found.values())
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distribution_sources(dist: importlib.metadata.Distribution) -> list[Path]:
+    return [Path(str(dist.locate_file(f))) for f in dist.files or [] if f.suffix == ".py"]
+
+
+def _stdlib_sources() -> list[Path]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return [p for p in root.rglob("*.py") if not _SKIPPED_DIRS.intersection(p.relative_to(root).parts[:-1])]
 
 
 def _import_into(cache: Path, modules: list[str], repo: Path) -> None:

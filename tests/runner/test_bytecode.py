@@ -3,6 +3,7 @@ that a trial can read it but not write it."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -50,9 +51,28 @@ def test_the_warm_up_compiles_once_into_the_prefix(tmp_path, monkeypatch):
     assert json_pyc.is_file() and torch_pyc.is_file()
     warmed = (cache / bytecode.WARMED_FILE).read_text().split()
     assert {"json", "not_installed_anywhere", "torch.utils.flop_counter"} <= set(warmed)
-    stamp = torch_pyc.stat().st_mtime_ns
-    assert bytecode.warm(repo) == cache and torch_pyc.stat().st_mtime_ns == stamp
+    # Compiled, never imported: what torch loads lazily (dynamo at the first optimizer step, and sympy,
+    # a distribution torch requires) and the standard library nobody named.
+    lazily = [_pyc(cache, "torch", "_dynamo", "convert_frame.py"), _pyc(cache, "sympy", "__init__.py"),
+              _pyc(cache, "xml", "dom", "minidom.py")]
+    assert all(p.is_file() for p in lazily), [p for p in lazily if not p.is_file()]
+    compiled = (cache / bytecode.COMPILED_FILE).read_text().split()
+    assert f"torch=={__import__('torch').__version__}" in compiled and any(k.startswith("sympy==") for k in compiled)
+    stamps = [p.stat().st_mtime_ns for p in (torch_pyc, *lazily)]
+    assert bytecode.warm(repo) == cache and [p.stat().st_mtime_ns for p in (torch_pyc, *lazily)] == stamps
     assert (cache / bytecode.WARMED_FILE).read_text().split() == warmed
+    assert (cache / bytecode.COMPILED_FILE).read_text().split() == compiled
+
+
+def _pyc(cache: Path, package: str, *parts: str) -> Path:
+    """Where the prefix holds the bytecode of ``package``'s ``parts`` (a package found without importing it)."""
+    source = Path(importlib.util.find_spec(package).origin).parent.joinpath(*parts)
+    return Path(str(cache) + str(source.parent)) / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+
+
+def test_the_distributions_behind_torch_are_what_it_requires():
+    names = {d.metadata["Name"].lower() for d in bytecode.distributions_behind({"torch"})}
+    assert {"torch", "sympy", "mpmath"} <= names and "infrarsi" not in names and "optuna" not in names
 
 
 @pytest.mark.e2e
