@@ -18,7 +18,7 @@ from infrarsi import vcs
 from infrarsi.background import Background
 from infrarsi.contract import STATE_DIR, require_intact
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.noise import PROMOTION_FLOOR, speedup_interval
+from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, speedup_interval
 from infrarsi.records import DoctorError, load_doctor
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.runner.interference import job_cores
@@ -127,7 +127,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
             if done < rounds.least:
                 return False
             _judge(result, pairs, lengths, rounds)
-            return result.status is VerifyStatus.HOLDS or not _could_hold(result)
+            return result.status is VerifyStatus.HOLDS or not could_hold(result, done, rounds)
 
         result.rounds = rounds.run(run_round, decided)
     result.statuses = [t.status.value for t in runs["base"] + runs["rev"]]
@@ -157,7 +157,10 @@ def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths,
                       f"vs promotion floor {result.floor:.3f}{said} (whole processes)")
 
 
-def _could_hold(result: VerifyResult) -> bool:
-    """Whether more rounds could still make it hold: the interval reaches above the floor and the record."""
-    _, _, high = result.speedup
-    return high > result.floor and (result.recorded is None or high >= result.recorded[1])
+def could_hold(result: VerifyResult, done: int, rounds: Rounds) -> bool:
+    """Whether more rounds could still make it hold: the interval reaches above the floor and the record,
+    and the rounds left could lift its low past the floor if its point held (``noise.futile``, as
+    the run's re-verification judges its candidates)."""
+    interval = SpeedupInterval(*result.speedup)
+    return (interval.high > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
+            and not futile(interval, done, rounds.most, rounds.per_look, result.floor))

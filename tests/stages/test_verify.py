@@ -10,7 +10,7 @@ import git
 
 from infrarsi.cli import main
 from infrarsi.stages.apply import apply
-from infrarsi.stages.verify import verify
+from infrarsi.stages.verify import VerifyResult, VerifyStatus, could_hold, verify
 from infrarsi.verification import Rounds
 from tests.stages.conftest import USER, git_state, tree_digest
 
@@ -81,3 +81,18 @@ def test_verify_reports_a_rev_that_crashes(prepared):
 def test_an_unknown_revision_is_an_error(prepared, capsys):
     assert main(["verify", str(prepared), "infrarsi/no-such-run"]) == 1
     assert "unknown revision" in capsys.readouterr().err
+
+
+def test_more_rounds_only_while_the_commit_could_still_hold():
+    rounds = Rounds()
+
+    def after(speedup, recorded=None) -> VerifyResult:
+        return VerifyResult(status=VerifyStatus.REGRESSED, message="", speedup=speedup, recorded=recorded)
+
+    # As fast as its base: the point is at the floor, so no number of rounds lifts the low past it.
+    assert not could_hold(after((1.005, 0.95, 1.06)), rounds.least, rounds)
+    # 1.2x on wide noise: in reach of the floor, so verification goes on; at the last round it stops.
+    assert could_hold(after((1.2, 0.9, 1.6)), rounds.least, rounds)
+    assert not could_hold(after((1.2, 0.9, 1.6)), rounds.most, rounds)
+    # The interval's top under the low apply recorded: it cannot hold what the commit claims.
+    assert not could_hold(after((1.2, 0.9, 1.6), recorded=(2.0, 1.7, 2.3)), rounds.least, rounds)
