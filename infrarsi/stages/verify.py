@@ -25,7 +25,7 @@ from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages import quiet
-from infrarsi.trials import Candidate, TrialResult
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import Lengths, Pair, Rounds, run_pairs, whole_process
 
 
@@ -34,7 +34,9 @@ class VerifyStatus(StrEnum):
     REGRESSED = "regressed"
     """The reruns do not clear the floor, or fall short of the recorded speed-up."""
     FAILED = "failed"
-    """A rerun did not end ok."""
+    """A rerun did not end ok (for a reason of its own: a disturbed one only lacks a measurement)."""
+    UNDECIDED = "undecided"
+    """Too few rounds ran undisturbed to judge: the machine stayed busy."""
     ERROR = "error"
 
 
@@ -122,16 +124,18 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
                 pairs[arm].append(pair)
 
         def decided(done: int) -> bool:
-            if any(not t.ok for t in runs["base"] + runs["rev"]):
+            if _failed(runs["base"] + runs["rev"]):
                 return True
             if done < rounds.least:
                 return False
             _judge(result, pairs, lengths, rounds)
+            if result.status is VerifyStatus.UNDECIDED:
+                return False  # the rounds left may run undisturbed
             return result.status is VerifyStatus.HOLDS or not could_hold(result, done, rounds)
 
         result.rounds = rounds.run(run_round, decided)
     result.statuses = [t.status.value for t in runs["base"] + runs["rev"]]
-    bad = [t for t in runs["base"] + runs["rev"] if not t.ok]
+    bad = _failed(runs["base"] + runs["rev"])
     if bad:
         result.status = VerifyStatus.FAILED
         result.message = f"a rerun ended {bad[0].status.value}: {bad[0].detail[-200:]}"
@@ -139,8 +143,21 @@ def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSi
     return result
 
 
+def _failed(runs: list[TrialResult]) -> list[TrialResult]:
+    """The reruns that say something against the commit or its base: one still disturbed after its
+    own reruns (stages/quiet.py) only lacks a measurement, and its round is left out."""
+    return [t for t in runs if not t.ok and t.status is not TrialStatus.DISTURBED]
+
+
 def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths, rounds: Rounds) -> None:
-    measured = {arm: [whole_process(p.short, p.long, lengths) for p in arm_pairs] for arm, arm_pairs in pairs.items()}
+    quiet_rounds = [r for r, (b, c) in enumerate(zip(pairs["base"], pairs["rev"])) if b.ok and c.ok]
+    if len(quiet_rounds) < 2:
+        result.status = VerifyStatus.UNDECIDED
+        result.message = (f"{len(quiet_rounds)} of {len(pairs['base'])} rounds ran undisturbed, too few to judge: "
+                          "the machine stayed busy; verify again on a quieter machine")
+        return
+    measured = {arm: [whole_process(arm_pairs[r].short, arm_pairs[r].long, lengths) for r in quiet_rounds]
+                for arm, arm_pairs in pairs.items()}
     if any(m is None for ms in measured.values() for m in ms):
         result.status = VerifyStatus.FAILED
         result.message = "a rerun did not stop when told to: no whole-process time"
@@ -160,7 +177,8 @@ def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths,
 def could_hold(result: VerifyResult, done: int, rounds: Rounds) -> bool:
     """Whether more rounds could still make it hold: the interval reaches above the floor and the record,
     and the rounds left could lift its low past the floor if its point held (``noise.futile``, as
-    the run's re-verification judges its candidates)."""
+    the run's re-verification judges its candidates). ``done`` rounds ran, some maybe disturbed."""
     interval = SpeedupInterval(*result.speedup)
+    measured = len(result.rev_job_s)
     return (interval.high > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
-            and not futile(interval, done, rounds.most, rounds.per_look, result.floor))
+            and not futile(interval, measured, measured + rounds.most - done, rounds.per_look, result.floor))

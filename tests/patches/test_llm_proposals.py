@@ -210,7 +210,10 @@ def test_a_locked_file_edit_and_a_batch_shrink_are_rejected_and_never_searched(r
     assert all(c.cost_s > 0 for c in checks)
     assert [c.name for c in checks if c.status == "validated"] == [good]  # the search space's patches
 
-    # recorded once: validating again reruns nothing
+    # recorded once: validating again reruns nothing (a trial the machine disturbed was rerun at once,
+    # so there may be more than three)
+    validations = len(store.trials(("validation",)))
+    assert validations >= 3
     assert [(c.name, c.status) for c in _validate_patches(session, baseline, proposals.names)] == \
         [(c.name, c.status) for c in checks]
-    assert len(store.trials(("validation",))) == 3
+    assert len(store.trials(("validation",))) == validations

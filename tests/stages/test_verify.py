@@ -54,7 +54,7 @@ def test_a_commit_that_only_edits_a_comment_does_not_hold(prepared, capsys):
     code = main(["verify", str(prepared), sha, "--rounds", "2", "--json"])
     shown = json.loads(capsys.readouterr().out)
     assert code == 1, shown
-    assert shown["status"] == "regressed" and shown["recorded"] is None
+    assert shown["status"] == "regressed" and shown["recorded"] is None, shown
     point, low, _high = shown["speedup"]
     assert low <= shown["floor"] and 0.9 < point < 1.1
 
@@ -86,13 +86,16 @@ def test_an_unknown_revision_is_an_error(prepared, capsys):
 def test_more_rounds_only_while_the_commit_could_still_hold():
     rounds = Rounds()
 
-    def after(speedup, recorded=None) -> VerifyResult:
-        return VerifyResult(status=VerifyStatus.REGRESSED, message="", speedup=speedup, recorded=recorded)
+    def after(speedup, measured=rounds.least, recorded=None) -> VerifyResult:
+        return VerifyResult(status=VerifyStatus.REGRESSED, message="", speedup=speedup, recorded=recorded,
+                            base_job_s=[1.0] * measured, rev_job_s=[1.0] * measured)
 
     # As fast as its base: the point is at the floor, so no number of rounds lifts the low past it.
     assert not could_hold(after((1.005, 0.95, 1.06)), rounds.least, rounds)
     # 1.2x on wide noise: in reach of the floor, so verification goes on; at the last round it stops.
     assert could_hold(after((1.2, 0.9, 1.6)), rounds.least, rounds)
-    assert not could_hold(after((1.2, 0.9, 1.6)), rounds.most, rounds)
+    assert not could_hold(after((1.2, 0.9, 1.6), measured=rounds.most), rounds.most, rounds)
+    # A disturbed round measured nothing: the rounds left count from what was measured.
+    assert not could_hold(after((1.2, 0.9, 1.6), measured=2), rounds.most, rounds)
     # The interval's top under the low apply recorded: it cannot hold what the commit claims.
     assert not could_hold(after((1.2, 0.9, 1.6), recorded=(2.0, 1.7, 2.3)), rounds.least, rounds)
