@@ -170,6 +170,10 @@ def _trial_states(repo: Path) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
+def _folders(path: Path) -> int:
+    return sum(1 for p in path.iterdir() if p.is_dir()) if path.is_dir() else 0
+
+
 def _cmdline(process: psutil.Process) -> str:
     try:
         return " ".join(process.cmdline())
@@ -184,16 +188,23 @@ def test_ctrl_c_keeps_every_finished_trial_and_leaves_nothing_running(paced_prep
     proc = subprocess.Popen([str(INFRARSI), "run", str(repo), "--trials", "12"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, env=os.environ.copy())
     members: set[psutil.Process] = set()
+    # Reading the study costs a good part of a core: polling it all the time disturbed the very trials
+    # it watched. The cheap signs come first (a trial's log folder appears as it starts; a train.py
+    # runs), and the study is read once per trial started after the third.
+    logs = repo / ".infrarsi" / "trials"
+    before, checked = _folders(logs), 0
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            trials = _trial_states(repo)
-            finished = [t for t in trials if t.state.is_finished()]
-            running = [t for t in trials if t.state == TrialState.RUNNING]
+            started = _folders(logs) - before
             children = psutil.Process(proc.pid).children(recursive=True)
-            if len(finished) >= 3 and running and any("train.py" in _cmdline(c) for c in children):
-                members = {psutil.Process(proc.pid), *children}
-                break
+            if started >= 4 and started > checked and any("train.py" in _cmdline(c) for c in children):
+                checked = started
+                trials = _trial_states(repo)
+                finished = [t for t in trials if t.state.is_finished()]
+                if len(finished) >= 3 and any(t.state == TrialState.RUNNING for t in trials):
+                    members = {psutil.Process(proc.pid), *children}
+                    break
             time.sleep(0.2)
         assert members, f"never caught a trial mid-run: {proc.poll()} {proc.stderr.read1() if proc.poll() is not None else ''}"
         finished_numbers = {t.number for t in _trial_states(repo) if t.state.is_finished()}
