@@ -71,7 +71,7 @@ def _pyc(cache: Path, package: str, *parts: str) -> Path:
 
 
 def test_the_distributions_behind_torch_are_what_it_requires():
-    names = {d.metadata["Name"].lower() for d in bytecode.distributions_behind({"torch"})}
+    names = {d.metadata["Name"].lower() for d in bytecode.distributions_behind(frozenset({"torch"}))}
     assert {"torch", "sympy", "mpmath"} <= names and "infrarsi" not in names and "optuna" not in names
 
 
