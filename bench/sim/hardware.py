@@ -2,15 +2,15 @@
 
 Every figure is the vendor's, per GPU; docs/sim.md names the datasheet each comes from. Bandwidths
 are bytes per second in one direction (the rate a ring collective moves data at), peaks are dense
-(no 2:4 sparsity), HBM capacities binary (a datasheet's "80GB" A100 reports 81,920 MiB). No torch
-here: ``infrarsi.datasheet`` holds the same peaks for measured runs, but it imports the run records,
-slow to load for a model priced in microseconds.
+(no 2:4 sparsity), HBM capacities binary (a datasheet's "80GB" A100 reports 81,920 MiB). The peaks
+are ``infrarsi.datasheet``'s, the table measured runs are priced with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infrarsi.datasheet import datasheet_entry
 from infrarsi.units import GIB
 
 GB = 10**9
@@ -32,11 +32,17 @@ class GPU:
     """Inter-node bytes per second per direction of the one NIC each GPU of a node has."""
 
 
-A100_80GB = GPU(name="A100-80GB-SXM", peak_flops=312e12, hbm_bytes=80 * GIB, hbm_bw=2039 * GB,
+def _bf16_peak(name: str) -> float:
+    entry = datasheet_entry(name)
+    assert entry is not None, name
+    return entry.tflops["bf16"] * 1e12
+
+
+A100_80GB = GPU(name="A100-80GB-SXM", peak_flops=_bf16_peak("A100"), hbm_bytes=80 * GIB, hbm_bw=2039 * GB,
                 nvlink_bw=300 * GB, nic_bw=200e9 / 8)
-H100_SXM = GPU(name="H100-SXM-80GB", peak_flops=989.5e12, hbm_bytes=80 * GIB, hbm_bw=3350 * GB,
+H100_SXM = GPU(name="H100-SXM-80GB", peak_flops=_bf16_peak("H100 SXM"), hbm_bytes=80 * GIB, hbm_bw=3350 * GB,
                nvlink_bw=450 * GB, nic_bw=400e9 / 8)
-H200 = GPU(name="H200-SXM-141GB", peak_flops=989.5e12, hbm_bytes=141 * GIB, hbm_bw=4800 * GB,
+H200 = GPU(name="H200-SXM-141GB", peak_flops=_bf16_peak("H200 SXM"), hbm_bytes=141 * GIB, hbm_bw=4800 * GB,
            nvlink_bw=450 * GB, nic_bw=400e9 / 8)
 
 

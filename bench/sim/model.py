@@ -411,12 +411,13 @@ def simulate(model: Transformer, par: Parallel, cluster: Cluster) -> SimResult:
     # Tensor parallel: two all-reduces of n·h in the forward, two in the backward, two more when the
     # forward is recomputed; sequence parallel's all-gathers and reduce-scatters move the same bytes.
     tp_each = _ring_s(2 * n * h, t, cluster.ring_bw(t, 1), steps=2)
-    tp_per_micro = per_stage * (6 if par.recompute == "full" else 4) * tp_each
+    collectives = 6 if par.recompute == "full" else 4  # per layer and micro-batch
+    tp_per_micro = per_stage * collectives * tp_each
     ep_per_micro = 0.0
     if model.moe:
         tokens = n / t if sp else n
         a2a = _ring_s(2 * tokens * model.top_k * h, par.ep, cluster.ring_bw(par.ep, t), steps=1)
-        ep_per_micro = per_stage * (6 if par.recompute == "full" else 4) * a2a
+        ep_per_micro = per_stage * collectives * a2a
 
     # Pipeline: the 1F1B bubble is (p-1)/(v·m) of the compute (Narayanan et al. 2021), and each of the v·m
     # chunks sends activations forward and gradients back, each of the t ranks its 1/t over its own link.
@@ -458,9 +459,10 @@ def simulate(model: Transformer, par: Parallel, cluster: Cluster) -> SimResult:
     state = memory.weights + memory.grads + memory.optimizer
     startup = STARTUP_BASE_S + STARTUP_PER_DOUBLING_S * math.log2(cluster.gpus) + STARTUP_PER_GB_S * state / 1e9
     peak = memory.total
+    fits = peak <= gpu.hbm_bytes
     return SimResult(
-        status="oom" if peak > gpu.hbm_bytes else "ok",
-        reason=f"needs {peak / GIB:.1f} GiB per GPU, over {gpu.hbm_bytes / GIB:.1f} GiB" if peak > gpu.hbm_bytes else "",
+        status="ok" if fits else "oom",
+        reason="" if fits else f"needs {peak / GIB:.1f} GiB per GPU, over {gpu.hbm_bytes / GIB:.1f} GiB",
         step_s=step, peak_bytes=peak, tflops_per_gpu=hardware_flops / step / cluster.gpus / 1e12,
         mfu=model_flops / step / cluster.gpus / gpu.peak_flops, startup_s=startup, breakdown=breakdown,
         memory=memory)
