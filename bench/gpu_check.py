@@ -2,7 +2,8 @@
 
 For each fixture (dense_gpt, then moe_gpt): a git copy whose size knobs are set to the mode's
 sizes (the fixtures' own flags, written as the copy's defaults), then the CLI as a user runs it:
-``infrarsi init`` (budget, warm-up and measured steps), ``infrarsi doctor --repeats 2``, one
+``infrarsi init`` (budget, warm-up and measured steps; a dry run then writes a lighter ``[verify]``
+table, as an owner would), ``infrarsi doctor --repeats 2``, one
 ``infrarsi trial --budget-gib X`` with X half the baseline's measured peak (it must end ``oom``:
 a real CUDA out-of-memory error on a GPU, the RSS watchdog's kill on a CPU), and a short
 ``infrarsi optimize`` (trial budget per mode). The records land in ``--out``:
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from infrarsi.contract import Contract, ContractError, load_contract
+from infrarsi.contract import Contract, ContractError, VerifyPolicy, load_contract, save_contract
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.records import DoctorReport, HardwareFingerprint
 from infrarsi.report.model import candidate_peak
@@ -83,6 +84,8 @@ class Mode:
     planned_steps: int | None = None
     """``init --planned-steps``: the owner's job length, which bounds verification's long runs;
     None keeps the fixture's own."""
+    verify: VerifyPolicy | None = None
+    """The ``[verify]`` table written into the contract after init; None keeps the defaults."""
 
 
 GPU = Mode(
@@ -115,8 +118,9 @@ DRY = Mode(
     doctor_repeats=2,
     deadline_s=None,
     # The plumbing, not the speed, is what a dry run checks: verification's long runs at 30 steps,
-    # not the fixture's 200.
+    # not the fixture's 200, and two rounds of one candidate.
     planned_steps=30,
+    verify=VerifyPolicy(candidates=1, least_rounds=2, most_rounds=2),
 )
 MODES = {m.name: m for m in (GPU, DRY)}
 
@@ -236,6 +240,8 @@ def check_fixture(check: Check, mode: Mode, plan: FixturePlan) -> None:
     run_cli(check, Step(plan.name, "init", init_argv))
     if check.steps[-1].rc != 0:
         return _skip_rest(check, plan.name, "init failed")
+    if mode.verify is not None:
+        save_contract(replace(load_contract(repo), verify=mode.verify), repo)
     run_cli(check, Step(plan.name, "doctor", ["infrarsi", "doctor", str(repo), "--repeats",
                                                 str(mode.doctor_repeats), "--json"]), min_s=30.0)
     doctor = json_or_none(state(repo, "doctor.json").read_text()) if state(repo, "doctor.json").exists() else None

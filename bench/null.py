@@ -31,7 +31,6 @@ from infrarsi.records import load_doctor
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
-from infrarsi.stages.run import VERIFY_ROUNDS
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.verification import Lengths, Rounds, interleave
 
@@ -71,8 +70,8 @@ def stored(repo: Path, contract) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--rounds-least", type=int, default=VERIFY_ROUNDS.least)
-    parser.add_argument("--rounds-most", type=int, default=VERIFY_ROUNDS.most)
+    parser.add_argument("--rounds-least", type=int, default=Rounds().least)
+    parser.add_argument("--rounds-most", type=int, default=Rounds().most)
     args = parser.parse_args()
     console = Console(highlight=False)
     rounds = Rounds(least=args.rounds_least, most=args.rounds_most)

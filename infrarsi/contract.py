@@ -1,7 +1,8 @@
 """The task contract: what a trial must keep fixed for its speed-up to be honest.
 
 Written once by init to ``.infrarsi/contract.toml``, hashed, and checked before every trial.
-Loading validates every field; a bad one raises :class:`ContractError` naming it.
+Loading validates every field; a bad one raises :class:`ContractError` naming it. The owner's
+policy tables, ``[sandbox]`` and ``[verify]``, are written by hand and kept out of the hash.
 """
 
 from __future__ import annotations
@@ -271,6 +272,30 @@ class SandboxPolicy:
 
 
 @dataclass(kw_only=True, slots=True)
+class VerifyPolicy:
+    """How much re-verification a promotion costs (``[verify]``, optional; README.md): the run's
+    best ``candidates`` rerun against the baseline in interleaved rounds, judged from
+    ``least_rounds`` on, at most ``most_rounds``, promoted when the job speed-up's 95% interval
+    clears the floor. More rounds narrow the interval; each costs a baseline and a candidate run,
+    short and long."""
+
+    candidates: int = 2
+    least_rounds: int = 3
+    most_rounds: int = 6
+
+    def __post_init__(self) -> None:
+        if self.candidates < 1:
+            raise ContractError("verify.candidates", "must be at least 1")
+        if not 2 <= self.least_rounds <= self.most_rounds:
+            raise ContractError("verify.least_rounds",
+                                f"needs 2 <= least_rounds <= most_rounds, got {self.least_rounds} and {self.most_rounds}")
+
+
+# The owner's tables: edited by hand, so outside the hash, and kept when init writes a new contract.
+POLICY_TABLES = ("sandbox", "verify")
+
+
+@dataclass(kw_only=True, slots=True)
 class Contract:
     workload: Workload
     loss: LossInvariant
@@ -281,11 +306,17 @@ class Contract:
     """The git commit init saw (empty when the repo has no git)."""
     schema_version: int = SCHEMA_VERSION
     sandbox: SandboxPolicy | None = None
-    """None (no ``[sandbox]`` section, left out of the digest): the defaults of SandboxPolicy."""
+    """None (no ``[sandbox]`` table): the defaults of SandboxPolicy."""
+    verify: VerifyPolicy | None = None
+    """None (no ``[verify]`` table): the defaults of VerifyPolicy."""
 
     @property
     def sandbox_policy(self) -> SandboxPolicy:
         return self.sandbox or SandboxPolicy()
+
+    @property
+    def verify_policy(self) -> VerifyPolicy:
+        return self.verify or VerifyPolicy()
 
     def knob(self, name: str) -> Knob:
         for knob in self.knobs:
@@ -316,8 +347,9 @@ class Contract:
         return _drop_none(asdict(self))
 
     def digest(self) -> str:
-        """sha256 over the canonical JSON of every field."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        """sha256 over the canonical JSON of every field init wrote (the policy tables aside)."""
+        written = {k: v for k, v in self.to_dict().items() if k not in POLICY_TABLES}
+        blob = json.dumps(written, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
@@ -406,6 +438,7 @@ _TYPES = {
     "knob": {"name": str, "role": str, "type": str, "default": _VALUE, "flag": str, "flag_style": str,
              "domain": list, "tunable": bool, "help": str, "source": str, "patch": str},
     "sandbox": {"network": bool, "read_only": list},
+    "verify": {"candidates": int, "least_rounds": int, "most_rounds": int},
 }
 # What the items of a list field (or the values of a table field) must be.
 _ITEMS = {
@@ -493,11 +526,12 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
         _check_types("knob", k, path, f"knobs[{i}]")
         _check_knob_values(i, k, path)
     knobs = [_build(Knob, k, f"knobs[{i}]", path) for i, k in enumerate(knobs_data)]
-    sandbox = None
-    if "sandbox" in data:
-        sandbox_data = _section(data, "sandbox", path)
-        _check_types("sandbox", sandbox_data, path)
-        sandbox = _build(SandboxPolicy, sandbox_data, "sandbox", path)
+    policies = {}
+    for name, cls in (("sandbox", SandboxPolicy), ("verify", VerifyPolicy)):
+        if name in data:
+            policy_data = _section(data, name, path)
+            _check_types(name, policy_data, path)
+            policies[name] = _build(cls, policy_data, name, path)
     if not isinstance(data.get("base_commit", ""), str):
         raise ContractError("base_commit", f"has type {type(data['base_commit']).__name__}", path)
     contract = Contract(
@@ -507,14 +541,14 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
         scope=_build(Scope, sections["scope"], "scope", path),
         knobs=knobs,
         base_commit=data.get("base_commit", ""),
-        sandbox=sandbox,
+        **policies,
     )
     _check_paths(contract, repo, path)
     if check_hash and data.get("hash") != contract.digest():
         raise ContractError(
             "hash",
-            "does not match the contract's content: it was edited by hand. "
-            f"Run `infrarsi init {repo}` to write a fresh one.",
+            "does not match the contract's content: a field init wrote was edited by hand (only "
+            f"[sandbox] and [verify] are yours to edit). Run `infrarsi init {repo}` to write a fresh one.",
             path,
         )
     return contract

@@ -50,7 +50,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infrarsi.contract import Workload
+from infrarsi.contract import VerifyPolicy, Workload
 from infrarsi.noise import SpeedupInterval, futile, speedup_interval
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
@@ -172,13 +172,21 @@ class Pair:
         return self.short.ok and self.long.ok
 
 
+_DEFAULT = VerifyPolicy()
+
+
 @dataclass(frozen=True, slots=True)
 class Rounds:
     """Sequential verification: ``least`` rounds, then more while undecided, at most ``most``."""
 
-    least: int = 3
-    most: int = 6
+    least: int = _DEFAULT.least_rounds
+    most: int = _DEFAULT.most_rounds
     confidence: float = 0.95
+
+    @classmethod
+    def of(cls, policy: VerifyPolicy) -> Rounds:
+        """The rounds the contract's ``[verify]`` table asks for."""
+        return cls(least=policy.least_rounds, most=policy.most_rounds)
 
     def __post_init__(self) -> None:
         if not 2 <= self.least <= self.most:

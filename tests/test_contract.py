@@ -1,4 +1,5 @@
-"""Loading a contract edited by hand and re-hashed: every field's type, and every path inside the repo."""
+"""Loading a contract edited by hand and re-hashed: every field's type, and every path inside the repo;
+the owner's policy tables, edited by hand without a hash."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 import tomli_w
 
 from infrarsi.contract import (
+    POLICY_TABLES,
     Contract,
     ContractError,
     Knob,
     LossInvariant,
     MemoryBudget,
     Scope,
+    VerifyPolicy,
     Workload,
     contract_path,
     load_contract,
@@ -45,12 +48,13 @@ def repo(tmp_path):
 
 def edit(repo, change) -> None:
     """Change the saved contract's data and write it back with a matching hash, as a determined
-    hand-editor would (the hash is sha256 over the canonical JSON of the fields)."""
+    hand-editor would (the hash is sha256 over the canonical JSON of the fields init wrote)."""
     path = contract_path(repo)
     data = tomllib.loads(path.read_text())
     data.pop("hash")
     change(data)
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    written = {k: v for k, v in data.items() if k not in POLICY_TABLES}
+    blob = json.dumps(written, sort_keys=True, separators=(",", ":")).encode()
     path.write_text(tomli_w.dumps({"hash": "sha256:" + hashlib.sha256(blob).hexdigest(), **data}))
 
 
@@ -75,6 +79,9 @@ CASES = {
     "sandbox.network": lambda d: d.update(sandbox={"network": "yes"}),
     "workload.env": lambda d: d["workload"].update(env={"X": 1}),
     "sandbox.read_only": lambda d: d.update(sandbox={"read_only": ["data"]}),
+    "verify.candidates": lambda d: d.update(verify={"candidates": 0}),
+    "verify.least_rounds": lambda d: d.update(verify={"least_rounds": 4, "most_rounds": 3}),
+    "verify.rounds": lambda d: d.update(verify={"rounds": 3}),
 }
 
 
@@ -93,8 +100,25 @@ def test_a_link_out_of_the_repo_is_not_inside_it(repo, tmp_path):
         load_contract(repo)
 
 
-def test_a_sandbox_section_loads_and_counts_in_the_hash(repo):
-    edit(repo, lambda d: d.update(sandbox={"network": True, "read_only": ["/data"]}))
+POLICIES = """
+[sandbox]
+network = true
+read_only = ["/data"]
+
+[verify]
+candidates = 1
+most_rounds = 4
+"""
+
+
+def test_the_owners_tables_are_written_by_hand_and_stay_out_of_the_hash(repo):
+    path = contract_path(repo)
+    path.write_text(path.read_text() + POLICIES)
     loaded = load_contract(repo)
     assert loaded.sandbox_policy.network and loaded.sandbox_policy.read_only == ["/data"]
-    assert loaded.digest() != contract().digest()
+    assert loaded.verify_policy == VerifyPolicy(candidates=1, least_rounds=3, most_rounds=4)
+    assert contract().verify_policy == VerifyPolicy() and loaded.digest() == contract().digest()
+    # A field init wrote, edited the same way, is still refused.
+    path.write_text(path.read_text().replace("planned_steps = 100", "planned_steps = 10"))
+    with pytest.raises(ContractError, match="hash.*only \\[sandbox\\] and \\[verify\\] are yours"):
+        load_contract(repo)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
-from infrarsi.contract import ContractError
+from infrarsi.contract import ContractError, load_contract
 from infrarsi.stages.verify import VerifyStatus, verify
 from infrarsi.verification import Rounds
 
@@ -21,22 +21,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("path", type=Path, help="the repository")
     p.add_argument("rev", help="the commit to check (e.g. infrarsi/<run-id>)")
-    p.add_argument("--rounds", type=int, default=Rounds().most,
-                   help=f"at most this many interleaved rounds (default {Rounds().most}); it stops earlier, "
-                   f"from round {Rounds().least} on, once the interval decides")
+    p.add_argument("--rounds", type=int, metavar="N",
+                   help="at most this many interleaved rounds (default: the contract's [verify] most_rounds, "
+                   f"{Rounds().most} without one); it stops earlier, from least_rounds on, once the interval decides")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_sandbox_flag(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.rounds < 2:
+    if args.rounds is not None and args.rounds < 2:
         err(f"--rounds must be at least 2 for an interval, got {args.rounds}")
         return 2
     try:
+        rounds = None
+        if args.rounds is not None:
+            policy = load_contract(args.path).verify_policy
+            rounds = Rounds(least=min(policy.least_rounds, args.rounds), most=args.rounds)
         with ProgressSink() as progress:
-            result = verify(args.path, args.rev, rounds=Rounds(least=min(Rounds().least, args.rounds), most=args.rounds),
-                            on_event=progress, sandbox=args.sandbox)
+            result = verify(args.path, args.rev, rounds=rounds, on_event=progress, sandbox=args.sandbox)
     except ContractError as error:
         err(str(error))
         return 2

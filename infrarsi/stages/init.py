@@ -25,6 +25,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 import psutil
@@ -33,6 +34,7 @@ from infrarsi import batch
 from infrarsi.codemods.insert_probe import probe_diff
 from infrarsi.commandline import Command, CommandError, parse_command, script_settings
 from infrarsi.contract import (
+    POLICY_TABLES,
     Contract,
     ContractError,
     Knob,
@@ -40,7 +42,9 @@ from infrarsi.contract import (
     MemoryBudget,
     Scope,
     Workload,
+    contract_path,
     file_sha256,
+    load_contract,
     save_contract,
 )
 from infrarsi.knobs.catalog import domain
@@ -114,6 +118,18 @@ class InitResult:
         data = asdict(self)
         data["contract"] = self.contract.to_dict() if self.contract else None
         return data
+
+
+def _owner_tables(repo: Path, warnings: list[str]) -> dict[str, Any]:
+    """The policy tables the owner wrote into the contract this one replaces, kept as they were."""
+    if not contract_path(repo).exists():
+        return {}
+    try:
+        previous = load_contract(repo, check_hash=False)
+    except ContractError as error:
+        warnings.append(f"the previous contract's [sandbox] and [verify] are not kept: {error}")
+        return {}
+    return {name: getattr(previous, name) for name in POLICY_TABLES if getattr(previous, name) is not None}
 
 
 def init(
@@ -257,6 +273,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         scope=Scope(editable=editable, functions=functions, locked=locked),
         knobs=knobs,
         base_commit=_base_commit(repo),
+        **_owner_tables(repo, warnings),
     )
     added = patch_knobs(repo, contract)
     if added:

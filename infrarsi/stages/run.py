@@ -48,8 +48,6 @@ from infrarsi.verification import Lengths, Rounds, best_promoted, interleave, jo
 
 ABORT_FACTOR = 1.5
 """A trial whose measured steps are this much slower than the incumbent's is stopped early."""
-VERIFY_TOP = 2
-VERIFY_ROUNDS = Rounds(least=3, most=6)
 
 
 class _Session:
@@ -444,7 +442,7 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
 
 def _verify(session: _Session, context, result: RunResult) -> None:
     history = session.store.history()
-    top = context.to_verify(history, VERIFY_TOP)
+    top = context.to_verify(history, session.contract.verify_policy.candidates)
     if not top:
         result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
@@ -456,7 +454,7 @@ def _verify(session: _Session, context, result: RunResult) -> None:
 
     result.verdicts, _ = interleave(
         top, context.baseline(), run_one,
-        rounds=VERIFY_ROUNDS, lengths=session.lengths, floor=result.promotion_floor,
+        rounds=Rounds.of(contract.verify_policy), lengths=session.lengths, floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: _declared_startup(contract, cand),
         untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches))

@@ -70,11 +70,13 @@ def recorded_speedup(place: vcs.GitPlace, sha: str) -> tuple[float, float, float
     return evidence.job_speedup if evidence is not None else None
 
 
-def verify(repo: Path, rev: str, *, rounds: Rounds = Rounds(), on_event: EventSink = ignore,
+def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: EventSink = ignore,
            sandbox: bool = True) -> VerifyResult:
-    """Base and REV interleaved until the interval decides (see :class:`Rounds`) or a rerun fails."""
+    """Base and REV interleaved until the interval decides (see :class:`Rounds`; by default the
+    contract's ``[verify]`` table's) or a rerun fails."""
     repo = Path(repo).resolve()
     contract = require_intact(repo)
+    rounds = rounds or Rounds.of(contract.verify_policy)
     problem = bwrap_problem() if sandbox else None
     if problem:
         return VerifyResult(status=VerifyStatus.ERROR, message=problem, sandbox=mode_words(sandbox))

@@ -9,9 +9,11 @@ prints (``pytest -s``) is the issue's: case, status, reason, promoted.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from infrarsi.contract import load_contract
+from infrarsi.contract import VerifyPolicy, load_contract, save_contract
 from infrarsi.patches.llm_proposals import MAX_PATCHES, TOOL_NAME, diff_id
 from tests.adversarial.conftest import infrarsi_run
 from tests.adversarial.forgeries import CASES
@@ -25,6 +27,9 @@ def _proposal(case, diff: str) -> dict:
 
 
 def test_every_forgery_is_caught_and_the_honest_proposal_promoted(job, tmp_path):
+    # Each forgery must be refused by its patch check, before re-verification: one candidate, at most
+    # three rounds, is all the honest proposal needs here.
+    save_contract(replace(load_contract(job), verify=VerifyPolicy(candidates=1, most_rounds=3)), job)
     reference = load_contract(job).loss.reference
     assert len(reference) == 5
     diffs = {case.name: case.build(job, reference) for case in CASES}

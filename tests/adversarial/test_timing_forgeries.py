@@ -4,7 +4,7 @@ re-verification): same training work, moved in time (or heard of at another time
 promoted; neither may a genuinely slower change, nor a no-op (the A/A case).
 
 Each case gets its own run on its own copy of the prepared job (one proposal per run, within
-MAX_PATCHES): re-verification takes only the top VERIFY_TOP ranked candidates and the fastest
+MAX_PATCHES): re-verification takes only the top ``[verify] candidates`` ranked candidates and the fastest
 measured one, so several forgeries in one run would not each get a verdict, and the search could
 combine two of them into one candidate.
 

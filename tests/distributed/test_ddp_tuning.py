@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 
-from infrarsi.contract import load_contract, save_contract
+from infrarsi.contract import VerifyPolicy, load_contract, save_contract
 
 from .conftest import ROOT, cli, git_repo
 
@@ -22,10 +22,11 @@ SHAPE = ("nproc_per_node", "threads")
 
 
 def narrow(repo, keep: tuple[str, ...]) -> None:
-    """Tune only ``keep`` (the user's choice; the contract is re-hashed like init writes it)."""
+    """Tune only ``keep`` (the user's choice; the contract is re-hashed like init writes it), and
+    re-verify the best candidate alone, in at most 3 rounds: the launch shape is this test's subject."""
     contract = load_contract(repo)
     knobs = [k if k.name in keep or not k.tunable else dataclasses.replace(k, tunable=False) for k in contract.knobs]
-    save_contract(dataclasses.replace(contract, knobs=knobs), repo)
+    save_contract(dataclasses.replace(contract, knobs=knobs, verify=VerifyPolicy(candidates=1, most_rounds=3)), repo)
 
 
 def shape(candidate: dict) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from infrarsi.stages.run import VERIFY_ROUNDS
+from infrarsi.contract import VerifyPolicy
 from infrarsi.study import BEGAN_ATTR, DUPLICATE_ATTR, INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, from_params
 from infrarsi.study_round import CLAIM, MEASURING, OUTCOME_ATTR
 from infrarsi.trials import Candidate
@@ -78,7 +78,8 @@ def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
             runs[key] = runs.get(key, 0) + 1
     baseline = next(t for t in measured if t.user_attrs[KIND_ATTR] == "baseline")
     base = runs.pop(from_params(baseline.params).key(), 0)
-    assert base % 2 == 0 and 2 * VERIFY_ROUNDS.least <= base <= 2 * VERIFY_ROUNDS.most, runs
+    policy = VerifyPolicy()
+    assert base % 2 == 0 and 2 * policy.least_rounds <= base <= 2 * policy.most_rounds, runs
     assert len(runs) <= len(outcome["verdicts"]) and all(n <= base for n in runs.values()), runs
     messages = [a["message"], b["message"]]
     assert sum(m.startswith("verified by another worker") for m in messages) == 1, messages

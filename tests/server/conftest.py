@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from infrarsi.contract import VerifyPolicy, load_contract, save_contract
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.stages.init import init
 
@@ -22,6 +24,8 @@ XS_MODEL = {"block_size": 64, "n_layer": 2, "vocab_size": 512, "batch_size": 8, 
 PLANNED_STEPS = 30
 """The job's length as its owner would run it: what verification's long runs last (the editor's
 tests are about the editor, not the precision a 200-step job would give them)."""
+EDITOR_VERIFY = VerifyPolicy(candidates=1, most_rounds=3)
+"""The contract's ``[verify]``: the best candidate alone, three rounds at most, for the same reason."""
 
 
 def git(repo: Path, *args: str) -> str:
@@ -41,6 +45,7 @@ def template(tmp_path_factory) -> Path:
     git(repo, "commit", "-q", "-m", "dense GPT")
     result = init(repo, warmup_steps=1, measured_steps=4, planned_steps=PLANNED_STEPS, budget_bytes=4 << 30)
     assert result.ok, result.message
+    save_contract(replace(load_contract(repo), verify=EDITOR_VERIFY), repo)
     return repo
 
 

@@ -187,6 +187,22 @@ def test_a_bad_field_in_the_written_contract_is_named(tmp_path):
         load_contract(repo)
 
 
+def test_init_again_keeps_the_owners_tables_and_says_when_it_cannot(tmp_path):
+    repo = copy("argparse_repo", tmp_path)
+    assert init(repo, budget_bytes=2**30).ok
+    path = contract_path(repo)
+    path.write_text(path.read_text() + "\n[sandbox]\nread_only = [\"/data\"]\n\n[verify]\nmost_rounds = 4\n")
+    again = init(repo, budget_bytes=2**29)
+    assert again.ok and not any("not kept" in w for w in again.warnings)
+    kept = load_contract(repo)
+    assert kept.sandbox_policy.read_only == ["/data"] and kept.verify_policy.most_rounds == 4
+    assert kept.memory.budget_bytes == 2**29
+    path.write_text(path.read_text().replace("most_rounds = 4", "most_rounds = 1"))
+    third = init(repo)
+    assert third.ok and any("verify.least_rounds" in w and "not kept" in w for w in third.warnings), third.warnings
+    assert load_contract(repo).verify is None
+
+
 # --- the project's fixtures ------------------------------------------------------------------
 
 COMMON = {
