@@ -8,9 +8,9 @@ baseline (validation), then search trials with the abort bound at 1.5x the incum
 every trial told to an Optuna study through ``TrialStore`` (so TPE/GP see OOM as the run stage
 shows it to them), 20 trials in all, fewer where a method stops by itself. A trial's result is one
 of the configuration's measured runs (bench/tuners/table.py). After each trial the method's pick
-is what the run stage's re-verification would promote from the ``VERIFY_TOP`` candidates it
-re-verifies (``Strategy.top_candidates`` ranked ahead of the baseline: InfraRSI's model ranking,
-the peers' best measured runs): the one whose *verified* speedup, the table's median speedup for
+is what the run stage's re-verification would promote from the candidates it re-verifies
+(``Strategy.top_candidates`` ranked ahead of the baseline: InfraRSI's model ranking, the peers'
+best measured runs): the one whose *verified* speedup, the table's median speedup for
 it (1.0 if it ever failed), is highest.
 
 ``infrarsi+bank``: before each seed the experience bank holds the findings of one earlier
@@ -52,7 +52,8 @@ from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.records import PatchCheck, Verdict
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.run import ABORT_FACTOR, VERIFY_TOP
+from infrarsi.contract import VerifyPolicy
+from infrarsi.stages.run import ABORT_FACTOR
 from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate, TrialResult
 
@@ -111,10 +112,10 @@ class _Run:
 
 def verified_pick(strategy, history: list[TrialResult], table) -> str | None:
     """What re-verification would promote after ``history``: of the candidates the run stage
-    re-verifies (``Strategy.to_verify``: the ``VERIFY_TOP`` the method ranks ahead of the baseline,
-    plus the ones measured faster beyond doctor's floor), the one with the highest verified (table)
-    speedup. Before the search starts every method has only measured runs to rank (no sampler yet)."""
-    return max((c.key() for c in strategy.to_verify(history, VERIFY_TOP)), key=table.speedup, default=None)
+    re-verifies (``Strategy.to_verify``: the contract's ``[verify] candidates``, 2 by default, the
+    method ranks ahead of the baseline, plus the ones measured faster beyond doctor's floor), the one
+    with the highest verified (table) speedup. Before the search starts every method has only measured runs to rank (no sampler yet)."""
+    return max((c.key() for c in strategy.to_verify(history, VerifyPolicy().candidates)), key=table.speedup, default=None)
 
 
 def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
