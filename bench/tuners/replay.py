@@ -48,11 +48,11 @@ from bench.tuners.fixture import ROOT
 from bench.tuners.methods import METHODS, strategy
 from bench.tuners.table import Table
 from infrarsi.bank import EffectFinding
+from infrarsi.contract import VerifyPolicy
 from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.records import PatchCheck, Verdict
 from infrarsi.search.space import SearchSpace
-from infrarsi.contract import VerifyPolicy
 from infrarsi.stages.run import ABORT_FACTOR
 from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate, TrialResult
