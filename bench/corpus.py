@@ -40,6 +40,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from infrarsi.contract import STATE_DIR
 from infrarsi.units import GIB, MIB
 
 DEFAULT_CORPUS = Path("/work/shared/corpus")
@@ -81,7 +82,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     out = {}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if path.is_file() and rel.parts[0] not in (".git", ".infrarsi"):
+        if path.is_file() and rel.parts[0] not in (".git", STATE_DIR):
             out[rel.as_posix()] = path.read_bytes()
     return out
 

@@ -43,9 +43,10 @@ from pathlib import Path
 
 import torch
 
-from infrarsi.contract import Contract, ContractError, VerifyPolicy, load_contract, save_contract
+from infrarsi.contract import STATE_DIR, Contract, ContractError, VerifyPolicy, load_contract, save_contract
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.records import DoctorReport, HardwareFingerprint
+from infrarsi.records.files import state_dir
 from infrarsi.report.model import candidate_peak
 from infrarsi.trials import Candidate
 from infrarsi.units import GIB
@@ -214,7 +215,7 @@ def sized_copy(plan: FixturePlan, dest: Path) -> Path:
     repo = dest / plan.name
     if repo.exists():
         shutil.rmtree(repo)
-    shutil.copytree(FIXTURES / plan.name, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    shutil.copytree(FIXTURES / plan.name, repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
     script = repo / "train.py"
     script.write_text(set_defaults(script.read_text(), plan.sizes))
     if shutil.which("git") is None:  # only init's base commit and apply need one; the check runs no apply
@@ -226,7 +227,7 @@ def sized_copy(plan: FixturePlan, dest: Path) -> Path:
 
 
 def state(repo: Path, name: str) -> Path:
-    return repo / ".infrarsi" / name
+    return state_dir(repo) / name
 
 
 def check_fixture(check: Check, mode: Mode, plan: FixturePlan) -> None:
@@ -483,8 +484,8 @@ def _archive(check: Check, mode: Mode) -> None:
             for extra in ("report.html", "contract.toml"):
                 if state(repo, extra).exists():
                     tar.add(state(repo, extra), arcname=f"{plan.name}/{extra}")
-            for log_dir in sorted(p.parent for p in (repo / ".infrarsi").glob("**/output.log")):
-                rel = log_dir.relative_to(repo / ".infrarsi").as_posix()
+            for log_dir in sorted(p.parent for p in state_dir(repo).glob("**/output.log")):
+                rel = log_dir.relative_to(state_dir(repo)).as_posix()
                 for name in ("output.log", "command.txt"):
                     if (log_dir / name).exists():
                         _add_tail(tar, log_dir / name, f"{plan.name}/{rel}/{name}")

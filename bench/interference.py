@@ -32,6 +32,9 @@ import threading
 import time
 from pathlib import Path
 
+from infrarsi.contract import STATE_DIR
+from infrarsi.records.files import doctor_path, state_dir, trials_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
 WAYS = ("quiet", "halfway", "throughout")
@@ -45,7 +48,7 @@ def loadavg() -> str:
 
 def fresh_copy(where: Path) -> Path:
     repo = where / "dense_gpt"
-    shutil.copytree(ROOT / "fixtures" / "dense_gpt", repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    shutil.copytree(ROOT / "fixtures" / "dense_gpt", repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=demo", "-c", "user.email=demo@localhost",
                                                  "commit", "-qm", "baseline"]):
         subprocess.run(["git", "-C", str(repo), *args], check=True)
@@ -74,7 +77,7 @@ class Hog:
 
 def search_trials_begun(repo: Path) -> int:
     """Trials the run has begun (each gets .infrarsi/trials/<id>/ as it starts)."""
-    trials = repo / ".infrarsi" / "trials"
+    trials = trials_dir(repo)
     return len(list(trials.iterdir())) if trials.is_dir() else 0
 
 
@@ -110,7 +113,7 @@ def one(way: str, args, where: Path) -> dict:
     wall = time.monotonic() - started
     from infrarsi.contract import load_contract
 
-    row = {"way": way, "wall_s": wall, "defaults": load_contract(repo).defaults() if (repo / ".infrarsi").exists() else {}, "load_before": before, "load_after": loadavg(), "hog_s": hog_s,
+    row = {"way": way, "wall_s": wall, "defaults": load_contract(repo).defaults() if state_dir(repo).exists() else {}, "load_before": before, "load_after": loadavg(), "hog_s": hog_s,
            "command": " ".join(command), "rc": out.returncode}
     try:
         data = json.loads(out.stdout)
@@ -118,7 +121,7 @@ def one(way: str, args, where: Path) -> dict:
         row["error"] = (out.stderr or out.stdout)[-400:]
         return row
     run = data.get("run") or {}
-    doctor = json.loads((repo / ".infrarsi" / "doctor.json").read_text())
+    doctor = json.loads(doctor_path(repo).read_text())
     background = doctor.get("background") or {}
     disturbance = run.get("disturbance") or {}
     promoted = run.get("promoted")

@@ -34,7 +34,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
+from infrarsi.contract import STATE_DIR, Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.launcher.channel import RecordChannel
 from infrarsi.launcher.control import StepControl
@@ -147,7 +147,7 @@ def main() -> None:
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "launcher": []}
     with tempfile.TemporaryDirectory(prefix="infrarsi-bench-") as tmp:
         repo = Path(tmp) / "dense_gpt"
-        shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+        shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
         for i in range(args.repeats):
             console.print(f"repeat {i + 1}/{args.repeats}…")
             # Alternate which side goes first, so a drift in the machine's load hits both alike.

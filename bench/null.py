@@ -23,11 +23,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from infrarsi.contract import load_contract
+from infrarsi.contract import STATE_DIR, load_contract
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.patches.diff_patch import LLM_PREFIX
-from infrarsi.patches.llm_proposals import diff_id, patch_dir, static_problem
+from infrarsi.patches.llm_proposals import diff_id, static_problem
 from infrarsi.records import load_doctor
+from infrarsi.records.files import patch_dir
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
@@ -48,7 +49,7 @@ NOOP = """--- a/train.py
 
 def prepared(where: Path) -> Path:
     repo = where / "paced"
-    shutil.copytree(PACED, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    shutil.copytree(PACED, repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
     done = init(repo, budget_bytes=128 * 2**20)
     if not done.ok:
         raise SystemExit(done.message)

@@ -28,6 +28,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import load_contract
 from infrarsi.hardware import fingerprint
 from infrarsi.noise import speedup_interval
+from infrarsi.records.files import state_dir
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
@@ -87,7 +88,7 @@ def measure(fixture: str, rounds: int, console: Console) -> list[PatchEffect]:
             for arm in arms:
                 by_design = any(patch_library.REGISTRY[p].numerics_by_design for p in arm.patches)
                 spec = TrialSpec(repo=repo, contract=contract, candidate=arm, numerics_by_design=by_design,
-                                 log_dir=repo / ".infrarsi" / "bench" / f"{'-'.join(arm.patches) or 'base'}-{r}")
+                                 log_dir=state_dir(repo) / "bench" / f"{'-'.join(arm.patches) or 'base'}-{r}")
                 out = run_trial(spec)
                 runs[arm.key()].append(out)
                 step = f"{1000 * out.step_time:.0f} ms" if out.step_time else "-"

@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
+from infrarsi.contract import STATE_DIR, Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.runner import sandbox
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult
@@ -89,7 +89,7 @@ def main() -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "dense_gpt"
-        shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+        shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
         trial(repo, 6, True, Path(tmp) / "warm")  # first-import costs (page cache) paid by neither arm
         runs: dict[bool, list[TrialResult]] = {True: [], False: []}
         for pair in range(args.pairs):

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from infrarsi.contract import STATE_DIR
+from infrarsi.records.files import llm_config_path
 
-CONFIG_FILE = "config.toml"
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -129,14 +128,14 @@ def load_llm_config(repo: Path | None = None, *, env: Mapping[str, str] | None =
         ("environment", {f: env[v] for f, v in _ENV.items() if env.get(v)}),
     ]
     if repo is not None:
-        path = Path(repo) / STATE_DIR / CONFIG_FILE
+        path = llm_config_path(repo)
         table = _read_file(path, warnings)
         for name in USER_ONLY:
             if name in table:
                 warnings.append(f"{path}: {name} is ignored in a repository's config (it would decide where your "
-                                f"API key is sent); set it in the environment or {home / STATE_DIR / CONFIG_FILE}")
+                                f"API key is sent); set it in the environment or {llm_config_path(home)}")
         layers.append((str(path), {k: v for k, v in table.items() if k not in USER_ONLY}))
-    user = home / STATE_DIR / CONFIG_FILE
+    user = llm_config_path(home)
     layers.append((str(user), _read_file(user, warnings)))
     values: dict[str, Any] = {}
     for where, layer in layers:

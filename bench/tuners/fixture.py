@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from infrarsi.contract import Contract, load_contract, save_contract
+from infrarsi.contract import STATE_DIR, Contract, load_contract, save_contract
 from infrarsi.stages.init import init
 from infrarsi.units import MIB
 
@@ -68,7 +68,7 @@ def reduce_contract(contract: Contract, space: ReducedSpace, pins: dict[str, str
 def git_copy(fixture: str, dest: Path) -> Path:
     """``fixture`` copied to ``dest/fixture`` as a git repo with one commit."""
     repo = Path(dest) / fixture
-    shutil.copytree(FIXTURES / fixture, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    shutil.copytree(FIXTURES / fixture, repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
     git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "baseline"]):
         subprocess.run([*git, *args], check=True)

@@ -9,8 +9,9 @@ the budget are the same for all.
 from __future__ import annotations
 
 from infrarsi.bank import ExperienceBank, WorkloadSignature
+from infrarsi.patches import declared_priors
 from infrarsi.priors import BuiltinPriors, PriorContext
-from infrarsi.search.strategy import Strategy, _patch_priors, use_experience
+from infrarsi.search.strategy import Strategy, use_experience
 
 METHODS = ("infrarsi", "infrarsi+bank", "tpe", "gp", "random", "greedy", "batchfinder", "infrarsi+badbank")
 """``+bank``: a bank holding an earlier good run's findings; ``+badbank``: one holding a bad run's
@@ -29,7 +30,7 @@ def strategy(method: str, table, seed: int, bank_url: str | None = None) -> Stra
     name, use_bank = sampler_of(method)
     contract = table.contract
     context = PriorContext(contract=contract, hardware=table.hardware,
-                           patches=_patch_priors(contract.memory.device))
+                           patches=declared_priors(table.hardware.device))
     answer = BuiltinPriors().priors(context)
     # Doctor's noise floor as the table measured it decides, as in the run stage, which measured
     # speed-ups are re-verified whatever the model ranks. Its CV is not given to the models (the

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infrarsi.contract import STATE_DIR
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.source import ParsedFile
 from infrarsi.llm import LLMConfig, MalformedReply, call_tool
+from infrarsi.records.files import claims_path
 
 TOOL_NAME = "classify_knobs"
 CLAIMABLE = ("micro_batch", "grad_accum", "threads", "dataloader_workers", "dataloader_pin_memory",
@@ -140,10 +140,6 @@ def knob_uses(files: list[ParsedFile], names: list[str]) -> dict[str, list[str]]
                 if pattern.search(line):
                     out[n].append(f"{f.rel}:{i}: {line.strip()[:160]}")
     return out
-
-
-def claims_path(repo: Path) -> Path:
-    return Path(repo) / STATE_DIR / "claims.json"
 
 
 def save_claims(repo: Path, claims: list[Claim]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from infrarsi.contract import STATE_DIR, Contract, Knob
+from infrarsi.contract import Contract, Knob
 from infrarsi.patches.activation_checkpointing import ActivationCheckpointing
 from infrarsi.patches.autocast_bf16 import AutocastBf16
 from infrarsi.patches.base import (
@@ -22,7 +22,6 @@ from infrarsi.patches.base import (
     Patch,
     PatchError,
     PatchOutcome,
-    PriorEffect,
     Site,
     diff_hunks,
 )
@@ -39,9 +38,12 @@ from infrarsi.patches.scope import scope_violation
 from infrarsi.patches.sdpa_attention import SdpaAttention
 from infrarsi.patches.tf32_matmul import Tf32Matmul
 from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
+from infrarsi.priors.builtin import declared_prior
+from infrarsi.priors.types import Prior
+from infrarsi.records.files import patch_dir
 
 __all__ = [
-    "REGISTRY", "Patch", "PatchOutcome", "PriorEffect", "Site", "applicable", "find_sites", "apply_patches", "patch_knobs",
+    "REGISTRY", "Patch", "PatchOutcome", "Site", "applicable", "declared_priors", "find_sites", "apply_patches", "patch_knobs",
     "existing_knob",
     "APPLIED", "SKIPPED", "FAILED",
 ]
@@ -64,6 +66,12 @@ REGISTRY: dict[str, Patch] = {
         GradientAccumulation(),
     )
 }
+
+
+def declared_priors(device: str) -> dict[str, Prior]:
+    """Each library patch's own belief (``Patch.prior``) on ``device``, the machine's kind (cpu,
+    cuda), as the priors the search starts from."""
+    return {name: declared_prior(name, patch.prior[device], device) for name, patch in REGISTRY.items()}
 
 
 def _editable(repo: Path, contract: Contract) -> list[str]:
@@ -160,7 +168,7 @@ def apply_patches(
     from ``diff_dir`` (default ``workdir/.infrarsi/patches``).
     """
     workdir = Path(workdir)
-    diff_dir = Path(diff_dir) if diff_dir is not None else workdir / STATE_DIR / "patches"
+    diff_dir = Path(diff_dir) if diff_dir is not None else patch_dir(workdir)
     outcomes = []
     for name in names:
         if name.startswith(LLM_PREFIX):

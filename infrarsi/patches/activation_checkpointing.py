@@ -16,7 +16,8 @@ import libcst as cst
 
 from infrarsi.patches._cst import code, dotted
 from infrarsi.patches._gate import add_gate
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import CHECKPOINTING
 
 KNOB = "activation_checkpointing"
 
@@ -93,11 +94,7 @@ class ActivationCheckpointing(Patch):
     numerics_by_design = False
     gate_knob = KNOB
     gate_role = "activation_checkpointing"
-    prior = {
-        # measured on the 2-core CPU: +18% time, -11% peak RSS for a 4-layer GPT
-        "cpu": PriorEffect(time_factor=1.18, memory_factor=0.89, confidence=0.7),
-        "cuda": PriorEffect(time_factor=1.3, memory_factor=0.6, confidence=0.5),
-    }
+    prior = CHECKPOINTING.beliefs("on")
     needles = ("for ",)
     requires = (("forward",),)
     codemod = CheckpointCodemod

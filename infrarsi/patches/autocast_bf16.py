@@ -23,7 +23,8 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, names_in, walk
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import DTYPE, Belief
 
 AUTOCAST = ('torch.autocast(device_type="cuda" if torch.cuda.is_available() else "cpu", dtype=torch.bfloat16)')
 MIN_GAIN = 1.3
@@ -129,12 +130,9 @@ class AutocastBf16(Patch):
     name = "autocast_bf16"
     DESCRIPTION = AutocastCodemod.DESCRIPTION
     numerics_by_design = True
-    prior = {
-        # A small model's step is mostly overhead that bfloat16 does not shorten; large matmuls
-        # gain several times on units built for it.
-        "cpu": PriorEffect(time_factor=0.7, memory_factor=0.9, confidence=0.3),
-        "cuda": PriorEffect(time_factor=0.55, memory_factor=0.75, confidence=0.6),
-    }
+    prior = {"cpu": Belief(DTYPE.cpu["bf16"],
+                           DTYPE.source_cpu + " (the patch is tried only where bf16 matmuls measured faster)"),
+             "cuda": DTYPE.beliefs("bf16")["cuda"]}
     needles = (".backward(",)
     requires = (("torch",),)
     # A site lies in one block. The run sees the whole file, so an autocast anywhere in it holds the

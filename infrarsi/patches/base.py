@@ -24,6 +24,7 @@ from libcst.metadata import CodeRange, PositionProvider
 
 from infrarsi.contract import Knob, KnobValue
 from infrarsi.hunk import Hunk
+from infrarsi.priors.builtin import Belief
 
 APPLIED = "applied"
 SKIPPED = "skipped"
@@ -40,20 +41,6 @@ class Site:
     end_line: int
     end_col: int
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class PriorEffect:
-    """The expected effect of a patch on one device kind, before any trial has run."""
-
-    time_factor: float
-    """New step time / old step time (below 1 is faster)."""
-    memory_factor: float
-    """New peak memory / old peak memory."""
-    confidence: float
-    """0..1: how much the search may lean on this before live trials revise it."""
-    startup_s: float = 0.0
-    """One-off seconds added at start-up (compilation), amortized over the planned steps."""
 
 
 @dataclass(slots=True)
@@ -121,6 +108,12 @@ class PatchCodemod(VisitorBasedCodemodCommand):
         """The node's range in the source as parsed; only valid while the codemod runs."""
         return self.get_metadata(PositionProvider, original_node)
 
+    def sites(self, path: str) -> list[Site]:
+        """What the codemod changed, as sites in ``path``: the run's patches and the editor's analysis
+        both read a pass through here."""
+        return [Site(path, where.start.line, where.start.column, where.end.line, where.end.column, message)
+                for where, message in self.found]
+
 
 class Patch:
     """One source patch. Subclasses set the class attributes and ``codemod``."""
@@ -139,7 +132,9 @@ class Patch:
     """Set when the search tunes the knob the patch adds rather than switching the patch: the knob's
     value that is the script as written (gradient_accumulation: 1 split). Init puts that knob in the
     contract (``patches.patch_knobs``); its other values apply the patch."""
-    prior: ClassVar[dict[str, PriorEffect]]
+    prior: ClassVar[dict[str, Belief]]
+    """What the patch is believed to do on each device kind (cpu, cuda) before any trial has run:
+    the one source of the search's prior for ``patch:<name>`` (``declared_priors``)."""
     codemod: ClassVar[type[PatchCodemod]]
     needles: ClassVar[tuple[str, ...]] = ()
     """Text a source must contain for the patch to possibly apply: spares parsing the others."""
@@ -174,12 +169,7 @@ class Patch:
             raise PatchError(f"{self.name}: {type(result.error).__name__}: {result.error}")
         if isinstance(result, TransformSkip) or not command.found:
             return Rewrite(source, [], [])
-        sites = []
-        for where, message in command.found:
-            sites.append(
-                Site(path, where.start.line, where.start.column, where.end.line, where.end.column, message)
-            )
-        return Rewrite(result.code, sites, command.knobs)
+        return Rewrite(result.code, command.sites(path), command.knobs)
 
     def sites(self, path: str, source: str) -> list[Site]:
         """Where this patch would change ``source`` (none when it does not parse)."""

@@ -16,7 +16,8 @@ import libcst as cst
 from infrarsi.patches._cst import dotted
 from infrarsi.patches._gate import add_gate
 from infrarsi.patches._optim import OPTIMIZERS
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import COMPILE
 
 KNOB = "compile_model"
 
@@ -93,11 +94,7 @@ class CompileModel(Patch):
     numerics_by_design = False
     gate_knob = KNOB
     gate_role = "compile"
-    prior = {
-        # measured on the 2-core CPU: steady-state step no faster (matmul-bound), cold compile 33-42 s
-        "cpu": PriorEffect(time_factor=0.98, memory_factor=1.0, confidence=0.6, startup_s=40.0),
-        "cuda": PriorEffect(time_factor=0.75, memory_factor=0.85, confidence=0.5, startup_s=60.0),
-    }
+    prior = COMPILE.beliefs("on")
     absent = ("torch.compile(",)
     reach = "top"  # it reads the module's own statements only: a definition holds no site
     needles = (".parameters(", "configure_optimizers")

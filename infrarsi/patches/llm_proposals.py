@@ -30,15 +30,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.contract import Contract
 from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
 from infrarsi.patches.base import APPLIED
 from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, parse_unified_diff
 from infrarsi.patches.diff_patch import diff_id as _content_id
+from infrarsi.records.files import patch_dir, proposals_path
 
 TOOL_NAME = "propose_patches"
-PATCH_DIR = "patches"
-CACHE_FILE = "proposals.json"
 MAX_PATCHES = 5
 """Each accepted diff costs one validation trial; more than this per request are not taken."""
 MAX_SOURCE_CHARS = 60_000
@@ -205,10 +204,6 @@ def static_problem(repo: Path, contract: Contract, diff: str) -> tuple[str, str]
     return ("contract" if outcome.breaks_contract else "crash"), outcome.reason
 
 
-def patch_dir(repo: Path) -> Path:
-    return Path(repo) / STATE_DIR / PATCH_DIR
-
-
 def _judge(repo: Path, contract: Contract, entries: list[dict[str, str]]) -> ProposalResult:
     result = ProposalResult(status="ok")
     seen = set()
@@ -256,7 +251,7 @@ def _cache_key(repo: Path, contract: Contract, goal: str, config: LLMConfig) -> 
 
 def _from_cache(repo: Path, key: str) -> ProposalResult | None:
     try:
-        data = json.loads((patch_dir(repo) / CACHE_FILE).read_text())
+        data = json.loads(proposals_path(repo).read_text())
         if data["key"] != key:
             return None
         patches = []
@@ -284,7 +279,7 @@ def cached_proposals(repo: Path, contract: Contract, doctor: dict[str, Any] | No
         data = {"key": key, "goal": goal, "model": config.model, "message": result.message,
                 "patches": [{"id": p.id, "title": p.title, "rationale": p.rationale} for p in result.patches],
                 "rejected": [asdict(r) for r in result.rejected]}
-        path = patch_dir(repo) / CACHE_FILE
+        path = proposals_path(repo)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2) + "\n")
     return result

@@ -20,7 +20,8 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import arg, code, dotted, int_value, names_in, single_assign, strip_parens
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import MOE_DISPATCH
 
 _TEMPS = ("expert_ids", "sort_order", "token_ids", "tokens_per_expert", "expert_out")
 
@@ -254,12 +255,7 @@ class MoeBatchedDispatch(Patch):
     name = "moe_batched_dispatch"
     DESCRIPTION = MoeDispatchCodemod.DESCRIPTION
     numerics_by_design = False
-    prior = {
-        # measured: the loop costs 1.07-1.71x the batched version at 128 tokens per expert group
-        "cpu": PriorEffect(time_factor=0.8, memory_factor=1.0, confidence=0.5),
-        # per-expert kernel launches dominate the loop on a GPU
-        "cuda": PriorEffect(time_factor=0.7, memory_factor=1.05, confidence=0.4),
-    }
+    prior = MOE_DISPATCH.beliefs("batched")
     needles = ("for ",)
     requires = (("where(", "nonzero("),)
     codemod = MoeDispatchCodemod

@@ -13,7 +13,8 @@ import libcst as cst
 
 from infrarsi.patches._cst import code, has_star_args
 from infrarsi.patches._optim import OPTIMIZERS, imported_from_optim, keyword, optimizer_class, with_keyword
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import OPTIMIZER
 
 
 class ForeachCodemod(PatchCodemod):
@@ -39,11 +40,7 @@ class OptimizerForeach(Patch):
     name = "optimizer_foreach"
     DESCRIPTION = ForeachCodemod.DESCRIPTION
     numerics_by_design = False
-    prior = {
-        # measured: AdamW variant within noise for a 4M-parameter GPT on the 2-core CPU
-        "cpu": PriorEffect(time_factor=0.98, memory_factor=1.02, confidence=0.5),
-        "cuda": PriorEffect(time_factor=0.93, memory_factor=1.03, confidence=0.5),
-    }
+    prior = OPTIMIZER.beliefs("foreach")
     needles = ("optim",)
     requires = (tuple(sorted(OPTIMIZERS)),)
     codemod = ForeachCodemod

@@ -33,7 +33,8 @@ from infrarsi.patches._cst import (
     single_assign,
     strip_parens,
 )
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import ATTENTION
 
 _SOFTMAX = {"F.softmax", "torch.softmax", "torch.nn.functional.softmax", "nn.functional.softmax", "functional.softmax"}
 _MATMUL = {"torch.matmul", "torch.bmm"}
@@ -529,12 +530,7 @@ class SdpaAttention(Patch):
     name = "sdpa_attention"
     DESCRIPTION = SdpaCodemod.DESCRIPTION
     numerics_by_design = False
-    prior = {
-        # measured: manual vs SDPA attention within noise at T=128 on the 2-core CPU
-        "cpu": PriorEffect(time_factor=0.97, memory_factor=0.9, confidence=0.5),
-        # flash/memory-efficient kernels never materialise the B x H x T x T matrix
-        "cuda": PriorEffect(time_factor=0.8, memory_factor=0.75, confidence=0.6),
-    }
+    prior = ATTENTION.beliefs("sdpa")
     needles = ("softmax",)
     requires = (("masked_fill",),)
     codemod = SdpaCodemod

@@ -12,7 +12,8 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import after_imports, imports_name
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import DTYPE, Belief
 
 
 class Tf32Codemod(PatchCodemod):
@@ -38,7 +39,8 @@ class Tf32Matmul(Patch):
     DESCRIPTION = Tf32Codemod.DESCRIPTION
     numerics_by_design = True
     gpu_only = True
-    prior = {"cuda": PriorEffect(time_factor=0.6, memory_factor=1.0, confidence=0.6)}
+    prior = {"cpu": Belief(DTYPE.cpu["tf32"], "TF32 is a CUDA tensor-core mode; CPU matmuls are unaffected"),
+             "cuda": DTYPE.beliefs("tf32")["cuda"]}
     absent = ("allow_tf32", "set_float32_matmul_precision", "fp32_precision")
     reach = "module"
     needles = (".backward(",)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import libcst as cst
 
 from infrarsi.patches._cst import arg, code
-from infrarsi.patches.base import Patch, PatchCodemod, PriorEffect
+from infrarsi.patches.base import Patch, PatchCodemod
+from infrarsi.priors.builtin import ZERO_GRAD
 
 
 class ZeroGradCodemod(PatchCodemod):
@@ -35,10 +36,6 @@ class ZeroGradSetToNone(Patch):
     name = "zero_grad_set_to_none"
     DESCRIPTION = ZeroGradCodemod.DESCRIPTION
     numerics_by_design = False
-    prior = {
-        # measured: zero_grad mode within noise on the 2-core CPU
-        "cpu": PriorEffect(time_factor=0.99, memory_factor=0.97, confidence=0.5),
-        "cuda": PriorEffect(time_factor=0.98, memory_factor=0.95, confidence=0.5),
-    }
+    prior = ZERO_GRAD.beliefs("none")
     needles = ("zero_grad",)
     codemod = ZeroGradCodemod

@@ -1,8 +1,10 @@
 """The built-in prior table: what an experienced infra engineer believes before measuring.
 
-Entries are by knob ROLE (resolved to the contract's knob names and domains) and by patch name,
-with separate CPU and CUDA beliefs where they differ. Every entry names its source. "This
-project's measurements" are docs/measured.md (2-core AVX2 CPU, small GPT).
+Entries are by knob ROLE (resolved to the contract's knob names and domains), with separate CPU
+and CUDA beliefs where they differ. Every entry names its source. "This project's measurements"
+are docs/measured.md (2-core AVX2 CPU, small GPT). A patch declares its own belief (``Patch.prior``,
+a role's level where the patch sets one: ``Levels.beliefs``); it reaches the table through
+``PriorContext.patches`` (``patches.declared_priors``).
 
 Some beliefs are deliberately the common ones even where this project measured otherwise
 (bf16 on a CPU without bf16 units): the point of the system is that live trials correct a prior,
@@ -50,6 +52,14 @@ class Effect:
 
 
 REFERENCE = Effect(0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Belief:
+    """An effect on one device kind, believed before any trial has run, and who says so."""
+
+    effect: Effect
+    source: str
 
 # ---------------------------------------------------------------- categorical roles
 
@@ -104,6 +114,10 @@ class Levels:
 
     def source(self, hw: Hardware) -> str:
         return self.source_cuda if hw.device == "cuda" else self.source_cpu
+
+    def beliefs(self, level: str) -> dict[str, Belief]:
+        """``level`` against the reference level on each device kind: what a patch that sets it declares."""
+        return {"cpu": Belief(self.cpu[level], self.source_cpu), "cuda": Belief(self.cuda[level], self.source_cuda)}
 
 
 def _on_off(value: KnobValue, hw: Hardware) -> str | None:
@@ -259,7 +273,7 @@ def _ratio(knob: Knob, value: KnobValue) -> float | None:
     return v / d if v > 0 and d > 0 else None
 
 
-def _batch_effect(r: float, device: str) -> Effect:
+def batch_effect(r: float, device: str) -> Effect:
     """Micro-batch scaled by r at a fixed global batch: bigger kernels, more activations."""
     lr = math.log(r)
     cuda = device == "cuda"
@@ -271,7 +285,7 @@ def _batch_effect(r: float, device: str) -> Effect:
 
 def _micro_batch(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
     r = _ratio(knob, value)
-    return None if r is None else _batch_effect(r, hw.device)
+    return None if r is None else batch_effect(r, hw.device)
 
 
 def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
@@ -282,7 +296,7 @@ def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) 
         # The micro-batch knob's prior carries the effect of the coupled pair; accumulation itself
         # only adds a loop iteration per micro-step.
         return Effect(0.0, 0.03, 0.0, 0.03)
-    return _batch_effect(1 / r, hw.device)
+    return batch_effect(1 / r, hw.device)
 
 
 def _threads(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
@@ -400,62 +414,6 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
                     "host-to-device copies faster and asynchronous"),
 }
 
-# ---------------------------------------------------------------- patches (the patch library's names)
-
-
-def _level(entry: Levels, level: str, device: str) -> Effect:
-    return (entry.cuda if device == "cuda" else entry.cpu)[level]
-
-
-def _no_sync(device: str) -> Effect:
-    return Effect(-0.11, 0.06, 0.0, 0.03) if device == "cpu" else Effect(-0.10, 0.10, 0.0, 0.03)
-
-
-def _tf32(device: str) -> Effect:
-    return _level(DTYPE, "tf32", device)
-
-
-def _channels_last(device: str) -> Effect:
-    return Effect(-0.15, 0.25, 0.0, 0.05) if device == "cpu" else Effect(-0.2, 0.2, 0.0, 0.05)
-
-
-def _pinned(device: str) -> Effect:
-    return Effect(0.0, 0.02, 0.0, 0.03) if device == "cpu" else Effect(-0.02, 0.04, 0.0, 0.03)
-
-
-PATCH_TABLE: dict[str, tuple[Callable[[str], Effect], str, str]] = {
-    "sdpa_attention": (lambda d: _level(ATTENTION, "sdpa", d), ATTENTION.source_cpu, ATTENTION.source_cuda),
-    "moe_batched_dispatch": (lambda d: _level(MOE_DISPATCH, "batched", d), MOE_DISPATCH.source_cpu,
-                             MOE_DISPATCH.source_cuda),
-    "optimizer_foreach": (lambda d: _level(OPTIMIZER, "foreach", d), OPTIMIZER.source_cpu, OPTIMIZER.source_cuda),
-    "zero_grad_set_to_none": (lambda d: _level(ZERO_GRAD, "none", d), ZERO_GRAD.source_cpu, ZERO_GRAD.source_cuda),
-    "activation_checkpointing": (lambda d: _level(CHECKPOINTING, "on", d), CHECKPOINTING.source_cpu,
-                                 CHECKPOINTING.source_cuda),
-    "compile_model": (lambda d: _level(COMPILE, "on", d), COMPILE.source_cpu, COMPILE.source_cuda),
-    "ddp_no_sync": (_no_sync,
-                    "this project's measurements: accumulation with no_sync 1.077 s vs 1.205 s per step "
-                    "without (DDP over gloo, 2 ranks)",
-                    "PyTorch DistributedDataParallel.no_sync docs: skips the all-reduce on all but the "
-                    "last micro-step of an accumulation"),
-    "tf32_matmul": (_tf32, "TF32 is a CUDA tensor-core mode; CPU matmuls are unaffected",
-                    DTYPE.source_cuda),
-    "autocast_bf16": (lambda d: _level(DTYPE, "bf16", d),
-                      DTYPE.source_cpu + " (the patch is tried only where bf16 matmuls measured faster)",
-                      DTYPE.source_cuda),
-    "channels_last": (_channels_last,
-                      "PyTorch channels-last tutorial: oneDNN convolutions run NHWC without a reorder per layer",
-                      "PyTorch channels-last tutorial and NVIDIA's deep learning performance guide: tensor-core "
-                      "convolutions are NHWC; NCHW inputs are transposed around each kernel"),
-    "pinned_memory": (_pinned, "pinned host memory only speeds host-to-device copies; no device on CPU",
-                      "PyTorch DataLoader docs and CUDA best-practices guide: page-locked buffers make "
-                      "host-to-device copies faster and asynchronous"),
-    "gradient_accumulation": (lambda d: _batch_effect(0.5, d),
-                              "two micro-batches per step: the micro-batch prior at half the batch "
-                              "(this project's measurements: slope ~0.11 per log-ratio, activations ~30% of RSS)",
-                              "two micro-batches per step: the micro-batch prior at half the batch (Goyal et "
-                              "al. 2017; activations dominate device memory)"),
-}
-
 
 def _prior(key: str, effect: Effect, source: str) -> Prior:
     return Prior(key=key, time_log_mean=effect.time, time_log_sd=max(effect.time_sd, BASELINE_SD),
@@ -464,7 +422,8 @@ def _prior(key: str, effect: Effect, source: str) -> Prior:
 
 
 def builtin_table(context: PriorContext) -> PriorTable:
-    """Priors for every key of ``context`` the table has a belief about (others stay neutral)."""
+    """Priors for every key of ``context`` the table has a belief about, and each patch's declared
+    prior (others stay neutral)."""
     hw, contract = context.hardware, context.contract
     priors: list[Prior] = []
     for knob in contract.tunable:
@@ -477,15 +436,14 @@ def builtin_table(context: PriorContext) -> PriorTable:
                 priors.append(_prior(key, effect, f"builtin {knob.role}/{hw.device}: {entry.source(hw)}"))
     for name, declared in context.patches.items():
         key = patch_key(name)
-        if name in PATCH_TABLE:
-            effect_of, source_cpu, source_cuda = PATCH_TABLE[name]
-            source = source_cuda if hw.device == "cuda" else source_cpu
-            priors.append(_prior(key, effect_of(hw.device), f"builtin patch/{hw.device}: {source}"))
-        elif declared is not None:
-            # The table's entries are device-specific and sourced; a patch's own declaration fills
-            # in patches the table does not know (LLM-proposed ones).
+        if declared is not None:
             priors.append(declared if declared.key == key else _rekey(declared, key))
     return PriorTable.of(priors)
+
+
+def declared_prior(name: str, belief: Belief, device: str) -> Prior:
+    """A patch's own belief on ``device`` (``Patch.prior``) as the prior for ``patch:<name>``."""
+    return _prior(patch_key(name), belief.effect, f"builtin patch/{device}: {belief.source}")
 
 
 def _rekey(prior: Prior, key: str) -> Prior:

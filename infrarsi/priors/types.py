@@ -66,19 +66,6 @@ class Prior:
     def mem_factor(self) -> float:
         return math.exp(self.mem_log_mean)
 
-    @classmethod
-    def from_factors(cls, key: str, *, time_factor: float, mem_factor: float, confidence: float,
-                     source: str, startup_s: float = 0.0) -> Prior:
-        """From plain ratios and a 0..1 confidence, as patches declare them (``PriorEffect``).
-
-        Confidence 1 maps to sd 0.05 (a few percent), 0 to sd 0.5 (a factor ~1.65 either way).
-        """
-        if not 0 <= confidence <= 1:
-            raise ValueError(f"prior {key!r}: confidence={confidence!r} must be in [0, 1]")
-        sd = 0.05 + 0.45 * (1 - confidence)
-        return cls(key=key, time_log_mean=math.log(time_factor), time_log_sd=sd,
-                   mem_log_mean=math.log(mem_factor), mem_log_sd=sd, source=source, startup_s=startup_s)
-
     def to_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 

@@ -3,7 +3,8 @@
 Below the stages and free of torch, so that the report, ``apply``, the language server, the bank
 and the benchmarks read a record without importing what measured it:
 
-- ``files``: the state file names and their paths (``doctor_path``, ``run_path``, ``study_path``).
+- ``files``: every path under ``.infrarsi/`` (``doctor_path``, ``run_path``, ``study_path``, ``patch_dir``,
+  ``trials_dir``…).
 - ``doctor``: ``DoctorReport`` (``doctor.json``), ``load_doctor``/``save_doctor``, ``DoctorError``.
 - ``run``: ``RunResult`` (``run.json``) with its ``TrialRow``, ``PatchCheck``, ``PriorCheckRow``,
   ``MemoryPriceRow``, ``BankPriorRow``; ``load_run``/``save_run``.

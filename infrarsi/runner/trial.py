@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infrarsi.background import Background
-from infrarsi.contract import STATE_DIR, Contract
+from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
 from infrarsi.launcher.channel import RecordChannel
 from infrarsi.launcher.control import StepControl
 from infrarsi.launcher.settings import settings_env
+from infrarsi.records.files import trials_dir
 from infrarsi.runner import abort, accounting, bytecode, checks, sandbox
 from infrarsi.runner.command import (
     build_argv,
@@ -103,7 +104,7 @@ class TrialSpec:
 
 def default_log_dir(repo: Path) -> Path:
     unique = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    return Path(repo) / STATE_DIR / "trials" / unique
+    return trials_dir(repo) / unique
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:

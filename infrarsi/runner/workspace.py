@@ -31,6 +31,7 @@ from infrarsi.hunk import Hunk
 from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.patches import apply_patches
+from infrarsi.records.files import patch_dir
 from infrarsi.runner import sandbox
 from infrarsi.units import GIB, MIB
 
@@ -199,7 +200,7 @@ class Workspace:
         try:
             # LLM diffs live in the user's state directory, which the copy leaves out.
             outcomes = apply_patches(self.root, list(names), contract, contract.memory.device,
-                                     diff_dir=self.repo / STATE_DIR / "patches")
+                                     diff_dir=patch_dir(self.repo))
         except Exception as err:  # a patch that blows up is this candidate's failure, not ours
             return f"applying patches {list(names)} raised {type(err).__name__}: {err}", False
         for outcome in outcomes:

@@ -20,7 +20,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
-from infrarsi.priors.types import Prior, neutral_prior, patch_key
+from infrarsi.priors.types import neutral_prior
 from infrarsi.records import DoctorReport
 from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
@@ -61,17 +61,6 @@ OPTUNA_SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
 """The strategies where Optuna's own sampler drives the study."""
 OOM_AS_CONSTRAINT = ("gp",)
 """Samplers that learn OOM as a constraint (GP, as its users do) rather than a failed trial (TPE)."""
-
-
-def _patch_priors(device: str) -> dict[str, Prior | None]:
-    out: dict[str, Prior | None] = {}
-    for name, patch in patch_library.REGISTRY.items():
-        effect = patch.prior.get(device)
-        out[name] = None if effect is None else Prior.from_factors(
-            patch_key(name), time_factor=effect.time_factor, mem_factor=effect.memory_factor,
-            confidence=effect.confidence, source=f"declared by patch {name}",
-            startup_s=effect.startup_s)
-    return out
 
 
 @dataclass(slots=True)
@@ -234,7 +223,7 @@ def make_strategy(name: str, *, repo: Path, contract: Contract, doctor: DoctorRe
     """Priors from the configured provider (LLM or built-in), revised by the bank's findings; bank seeds."""
     hardware = doctor.hardware
     context = PriorContext(contract=contract, hardware=hardware, doctor=doctor.to_dict(),
-                           sources=_editable_sources(repo, contract), patches=_patch_priors(contract.memory.device))
+                           sources=_editable_sources(repo, contract), patches=patch_library.declared_priors(hardware.device))
     answer = default_provider(llm if llm is not None else load_llm_config(repo)).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
     strategy = Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,

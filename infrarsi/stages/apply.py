@@ -20,9 +20,9 @@ from infrarsi import vcs
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.launcher.settings import settings_env
-from infrarsi.patches.llm_proposals import patch_dir
 from infrarsi.records import RunResult, load_run
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
+from infrarsi.records.files import patch_dir, state_dir
 from infrarsi.report.reproduce import reproduce_command
 from infrarsi.runner.command import patches_to_apply
 from infrarsi.trials import Candidate
@@ -161,7 +161,7 @@ def apply(repo: Path, *, candidate: int | None = None, dry_run: bool = False) ->
     contract = require_intact(repo)
     run = load_run(repo)
     if run is None:
-        return ApplyResult(status=ApplyStatus.ERROR, message=f"no run recorded in {repo}/.infrarsi; run `infrarsi run {repo}` first")
+        return ApplyResult(status=ApplyStatus.ERROR, message=f"no run recorded in {state_dir(repo)}; run `infrarsi run {repo}` first")
     verdict = _pick(run, candidate)
     if verdict is None:
         which = f"trial {candidate} is not a promoted candidate" if candidate is not None else "the last run promoted no candidate"

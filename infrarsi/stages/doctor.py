@@ -25,7 +25,7 @@ import torch
 
 from infrarsi import batch, noise
 from infrarsi.background import busy_limit
-from infrarsi.contract import STATE_DIR, Contract, KnobValue, require_intact, save_contract
+from infrarsi.contract import Contract, KnobValue, require_intact, save_contract
 from infrarsi.datasheet import normalize_dtype
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.flops import flops_per_token_from_facts
@@ -42,6 +42,7 @@ from infrarsi.records.doctor import (
     ReorderRun,
     save_doctor,
 )
+from infrarsi.records.files import doctor_logs_dir
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.runner import abort, interference
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
@@ -74,7 +75,7 @@ def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbo
         raise DoctorError(problem)
     total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
     on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
-    log_root = repo / STATE_DIR / "doctor"
+    log_root = doctor_logs_dir(repo)
     idle, waited = _machine_background(on_event, wait_for_quiet)
 
     runs: list[TrialResult] = []

@@ -14,15 +14,15 @@ from pathlib import Path
 import optuna
 import sqlalchemy.exc
 
-from infrarsi.contract import STATE_DIR, Contract, ContractError, require_intact
+from infrarsi.contract import Contract, ContractError, require_intact
 from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
+from infrarsi.records.files import plots_dir, report_path, state_dir
 from infrarsi.report import document, html, markdown
 from infrarsi.report.model import Report, build_report
 from infrarsi.report.plots import draw_all
 from infrarsi.study import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
 
 FORMATS = ("md", "html")
-PLOT_DIR = "report"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -66,22 +66,21 @@ def report(repo: Path, *, formats: tuple[str, ...] = FORMATS, storage: str | Non
     except DoctorError as err:
         return ReportResult(status="error", message=str(err))
     if doctor is None:
-        return ReportResult(status="error", message=f"no baseline profile in {repo / STATE_DIR}; "
+        return ReportResult(status="error", message=f"no baseline profile in {state_dir(repo)}; "
                                                     f"run `infrarsi doctor {repo}` and `infrarsi run {repo}` first")
     run = load_run(repo)
     if run is None:
-        return ReportResult(status="error", message=f"no run yet in {repo / STATE_DIR}: nothing to report; "
+        return ReportResult(status="error", message=f"no run yet in {state_dir(repo)}: nothing to report; "
                                                     f"run `infrarsi run {repo}` first")
     gathered = build_report(str(repo), contract, doctor, run, _stored_trials(run, contract, storage))
     paths: list[Path] = []
     if formats:
-        state = repo / STATE_DIR
-        plots = draw_all(gathered, state / PLOT_DIR)
+        plots = draw_all(gathered, plots_dir(repo))
         blocks = document.blocks(gathered, plots)
         if "md" in formats:
-            paths.append(_write(state / "report.md", markdown.render(blocks, state)))
+            paths.append(_write(report_path(repo, "md"), markdown.render(blocks, state_dir(repo))))
         if "html" in formats:
-            paths.append(_write(state / "report.html", html.render(blocks, f"InfraRSI report: {repo.name}")))
+            paths.append(_write(report_path(repo, "html"), html.render(blocks, f"InfraRSI report: {repo.name}")))
         paths += plots.values()
     message = run.message or f"run {run.run_id}: {run.status}"
     return ReportResult(status="ok", message=message, paths=[str(p) for p in paths], report=gathered)

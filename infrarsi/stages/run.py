@@ -17,7 +17,7 @@ import sqlalchemy.exc
 
 from infrarsi import patches as patch_library
 from infrarsi.background import Background
-from infrarsi.contract import STATE_DIR, Contract, require_intact
+from infrarsi.contract import Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches.diff_patch import LLM_PREFIX
@@ -35,6 +35,7 @@ from infrarsi.records import (
     load_doctor,
     save_run,
 )
+from infrarsi.records.files import state_dir
 from infrarsi.runner.interference import idle_load, job_cores, measured_background
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -207,8 +208,8 @@ def _declared_startup(contract: Contract, candidate: Candidate) -> float | None:
     device = contract.memory.device
 
     def compiled(patch: str) -> bool:
-        effect = patch_library.REGISTRY[patch].prior.get(device) if patch in patch_library.REGISTRY else None
-        return effect is not None and effect.startup_s > 0
+        belief = patch_library.REGISTRY[patch].prior.get(device) if patch in patch_library.REGISTRY else None
+        return belief is not None and belief.effect.startup_s > 0
 
     compiles = any(contract.knob(k).role == "compile" and bool(v) for k, v in candidate.knobs.items()) or any(
         compiled(p) for p in candidate.patches)
@@ -310,7 +311,7 @@ def run(
         on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     doctor = load_doctor(repo)
     if doctor is None:
-        return RunResult(status=RunStatus.ERROR, message=f"no baseline profile in {repo / STATE_DIR}; run `infrarsi doctor {repo}` first")
+        return RunResult(status=RunStatus.ERROR, message=f"no baseline profile in {state_dir(repo)}; run `infrarsi doctor {repo}` first")
     device = contract.memory.device
     patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict(), llm=llm)
     storage_url = storage or default_storage_url(repo)

@@ -16,11 +16,12 @@ import git
 
 from infrarsi import vcs
 from infrarsi.background import Background
-from infrarsi.contract import STATE_DIR, require_intact
+from infrarsi.contract import require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, speedup_interval
 from infrarsi.records import DoctorError, load_doctor
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
+from infrarsi.records.files import verify_logs_dir
 from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
@@ -92,7 +93,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
         return VerifyResult(status=VerifyStatus.ERROR, message=f"{rev} has no parent and the contract records no base commit")
     result = VerifyResult(status=VerifyStatus.FAILED, message="", base=base, rev=commit.hexsha,
                           recorded=recorded_speedup(place, commit.hexsha), sandbox=mode_words(sandbox))
-    log_root = repo / STATE_DIR / "verify"
+    log_root = verify_logs_dir(repo)
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
     pairs: dict[str, list[Pair]] = {"base": [], "rev": []}
     try:

@@ -12,8 +12,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infrarsi.contract import STATE_DIR, Contract, ContractError, load_contract
+from infrarsi.contract import Contract, ContractError, load_contract
 from infrarsi.records import DoctorReport, RunResult, load_doctor, load_run, record_paths
+from infrarsi.records.files import state_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ class Repos:
         path = Path(path).resolve()
         folder = max((f for f in self.folders if path.is_relative_to(f)), key=lambda f: len(f.parts), default=None)
         for parent in path.parents:
-            if (parent / STATE_DIR).is_dir():
+            if state_dir(parent).is_dir():
                 return parent
             if parent == folder:
                 break

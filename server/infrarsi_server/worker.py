@@ -53,8 +53,7 @@ def _unit(rel: str, text: str, names: list[str], find_loop: bool) -> UnitFinding
         except Exception:  # noqa: BLE001 - a codemod that breaks on this unit finds nothing here, as in Patch.sites
             continue
         if command.found:
-            found[name] = [Site(rel, where.start.line, where.start.column, where.end.line, where.end.column, message)
-                           for where, message in command.found]
+            found[name] = command.sites(rel)
     loop = None
     if look_for_loop:
         node = training_loop(wrapper.module)

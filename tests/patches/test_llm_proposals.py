@@ -16,7 +16,8 @@ from infrarsi.contract import load_contract
 from infrarsi.events import ignore
 from infrarsi.llm import LLMConfig
 from infrarsi.patches import apply_patches
-from infrarsi.patches.llm_proposals import CACHE_FILE, TOOL_NAME, diff_id, patch_dir, propose_patches
+from infrarsi.patches.llm_proposals import TOOL_NAME, diff_id, propose_patches
+from infrarsi.records.files import patch_dir, proposals_path
 from infrarsi.stages.init import init
 from infrarsi.stages.run import _applicable_patches, _Session, _validate_patches
 from infrarsi.study import TrialStore
@@ -159,7 +160,7 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     refused = [c for c in checks if c.name == f"llm:{locked}"]
     assert [(c.status, c.cost_s) for c in refused] == [("contract", 0.0)]
     assert refused[0].reason == "edit locked data: contract: touches locked file data.py"
-    cache = json.loads((patch_dir(repo) / CACHE_FILE).read_text())
+    cache = json.loads(proposals_path(repo).read_text())
     assert [p["id"] for p in cache["patches"]] == [good] and cache["goal"] == "faster"
 
     # running again asks nothing: same names, same refusals, one request in all

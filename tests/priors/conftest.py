@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
+from infrarsi.patches import declared_priors
 from infrarsi.priors import PriorContext
 from infrarsi.records import HardwareFingerprint
 
@@ -46,7 +47,8 @@ def make_contract(knobs: list[Knob] | None = None) -> Contract:
 
 
 def _make_context(device: str = "cpu", **overrides) -> PriorContext:
-    fields = dict(contract=make_contract(), hardware=hardware(device), patches={p: None for p in PATCHES},
+    declared = declared_priors(device)
+    fields = dict(contract=make_contract(), hardware=hardware(device), patches={p: declared[p] for p in PATCHES},
                   sources={"model.py": "import torch\n\nclass GPT(torch.nn.Module):\n    pass\n"})
     return PriorContext(**{**fields, **overrides})
 

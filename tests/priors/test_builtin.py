@@ -2,11 +2,8 @@ import math
 
 import pytest
 
+from infrarsi.patches import REGISTRY, declared_priors
 from infrarsi.priors import BuiltinPriors, Prior, builtin_table
-from infrarsi.priors.builtin import PATCH_TABLE
-
-LIBRARY_PATCHES = ("sdpa_attention", "moe_batched_dispatch", "optimizer_foreach", "zero_grad_set_to_none",
-                   "activation_checkpointing", "compile_model", "ddp_no_sync", "tf32_matmul", "pinned_memory")
 
 
 def test_every_key_of_the_contract_has_a_sourced_prior(make_context, device):
@@ -79,18 +76,26 @@ def test_values_the_table_cannot_read_get_no_entry(make_context, contract_with, 
     assert "dtype=int4" not in table and table.get("dtype=int4").time_log_sd >= 1.0
 
 
-@pytest.mark.parametrize("name", LIBRARY_PATCHES)
-def test_every_library_patch_has_a_prior_on_both_devices(make_context, device, name):
-    assert name in PATCH_TABLE
-    prior = builtin_table(make_context(device, patches={name: None})).get(f"patch:{name}")
-    assert prior.source.startswith(f"builtin patch/{device}")
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_library_patch_declares_a_sourced_prior_on_both_devices(make_context, device, name):
+    prior = builtin_table(make_context(device, patches={name: declared_priors(device)[name]})).get(f"patch:{name}")
+    assert prior.source.startswith(f"builtin patch/{device}: ") and prior.source != f"builtin patch/{device}: "
 
 
-def test_a_patch_the_table_does_not_know_keeps_its_declared_prior(make_context):
-    declared = Prior.from_factors("patch:fuse_rmsnorm", time_factor=0.9, mem_factor=1.0, confidence=0.4,
-                                  source="llm-proposed patch")
-    mine = Prior.from_factors("patch:sdpa_attention", time_factor=0.5, mem_factor=1.0, confidence=0.4, source="x")
-    table = builtin_table(make_context("cpu", patches={"fuse_rmsnorm": declared, "sdpa_attention": mine}))
+def test_a_patch_keeps_the_prior_it_declares(make_context):
+    declared = Prior(key="patch:fuse_rmsnorm", time_log_mean=-0.1, time_log_sd=0.32, mem_log_mean=0.0,
+                     mem_log_sd=0.32, source="llm-proposed patch")
+    table = builtin_table(make_context("cpu", patches={"fuse_rmsnorm": declared,
+                                                       "sdpa_attention": declared_priors("cpu")["sdpa_attention"]}))
     assert table.get("patch:fuse_rmsnorm") == declared
-    assert table.get("patch:sdpa_attention").source.startswith("builtin")  # device-specific table wins
+    assert table.get("patch:sdpa_attention") == declared_priors("cpu")["sdpa_attention"]
     assert table.get("patch:ddp_no_sync").time_log_sd >= 1.0  # not offered: neutral
+
+
+def test_a_patch_that_sets_a_knob_role_declares_that_roles_belief(make_context, contract_with, tunable, device):
+    """sdpa_attention is the attention_impl knob set to sdpa: one belief, not two that drift apart."""
+    knob = tunable("attention", "attention_impl", "str", "manual", ["manual", "sdpa"])
+    table = builtin_table(make_context(device, contract=contract_with([knob]),
+                                       patches={"sdpa_attention": declared_priors(device)["sdpa_attention"]}))
+    as_knob, as_patch = table.get("attention=sdpa"), table.get("patch:sdpa_attention")
+    assert (as_knob.time_log_mean, as_knob.mem_log_mean) == (as_patch.time_log_mean, as_patch.mem_log_mean)

@@ -45,13 +45,6 @@ def test_round_trip_through_dict():
     assert PriorTable.from_dict(table.to_dict()) == table
 
 
-def test_from_factors_maps_confidence_to_sd():
-    sure = Prior.from_factors("patch:a", time_factor=0.8, mem_factor=1.0, confidence=1.0, source="patch")
-    unsure = Prior.from_factors("patch:a", time_factor=0.8, mem_factor=1.0, confidence=0.0, source="patch")
-    assert sure.time_log_mean == pytest.approx(math.log(0.8)) and sure.time_factor == pytest.approx(0.8)
-    assert 0 < sure.time_log_sd < unsure.time_log_sd
-
-
 def test_keys_are_spelled_as_the_search_space_spells_them():
     assert setting_key("compile", True) == "compile=True"
     assert setting_key("batch_size", 4) == "batch_size=4"

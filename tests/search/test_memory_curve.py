@@ -36,10 +36,10 @@ def _peak(knobs: dict) -> float:
 def _priors() -> PriorTable:
     """The built-in prior's shape with a 30% share (what it assumes on a CPU), fairly sure of it;
     threads cost no memory."""
-    micro = [Prior.from_factors(f"mb={v}", time_factor=1.0, mem_factor=0.7 + 0.3 * v / 2, confidence=0.8,
-                                source="test") for v in (1, 4, 8, 16)]
-    return PriorTable.of([*micro, Prior.from_factors("threads=2", time_factor=1.0, mem_factor=1.0,
-                                                     confidence=1.0, source="test")])
+    micro = [Prior(key=f"mb={v}", time_log_mean=0.0, time_log_sd=0.14, mem_log_mean=math.log(0.7 + 0.3 * v / 2),
+                   mem_log_sd=0.14, source="test") for v in (1, 4, 8, 16)]
+    return PriorTable.of([*micro, Prior(key="threads=2", time_log_mean=0.0, time_log_sd=0.05, mem_log_mean=0.0,
+                                        mem_log_sd=0.05, source="test")])
 
 
 def _predicted_peak(model: MemoryModel, space: SearchSpace, knobs: dict) -> float:

@@ -205,7 +205,8 @@ def test_a_tampered_run_id_is_refused_before_anything_is_built(ran, run_id):
 
 def _promote_llm_diff(repo: Path, text: str) -> str:
     """Store ``text`` where the run stores LLM diffs and make it the promoted candidate's patch."""
-    from infrarsi.patches.llm_proposals import diff_id, patch_dir
+    from infrarsi.patches.llm_proposals import diff_id
+    from infrarsi.records.files import patch_dir
 
     ident = diff_id(text)
     patch_dir(repo).mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, load_contract
-from infrarsi.knobs.llm_roles import TOOL_NAME, Claim, claims_path, load_claims, save_claims
+from infrarsi.knobs.llm_roles import TOOL_NAME, Claim, load_claims, save_claims
+from infrarsi.records.files import claims_path
 from infrarsi.stages.claims import check_claims, probe_values, unlocked
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
