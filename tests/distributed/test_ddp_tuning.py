@@ -14,6 +14,7 @@ import dataclasses
 import pytest
 
 from infrarsi.contract import VerifyPolicy, load_contract, save_contract
+from infrarsi.stages.quiet import RERUN_PREFIX
 
 from .conftest import ROOT, cli, git_repo
 
@@ -70,3 +71,8 @@ def test_ddp_shape_tuned_end_to_end(tmp_path):
         if t["status"] == "ok":
             assert len(t["rank_peak_bytes"]) == procs and t["peak_bytes"] == max(t["rank_peak_bytes"]), t
     assert (2, 1) in ok or (1, 2) in ok, tried
+    # The contract's [verify]: the baseline ran at most three rounds, a short and a long run each.
+    baseline = next(t["candidate"] for t in rows if t["kind"] == "baseline")
+    base_runs = [t for t in result["trials"] if t["kind"] == "verification" and t["candidate"] == baseline
+                 and not t["reason"].startswith(RERUN_PREFIX)]
+    assert len(base_runs) <= 2 * 3 and (len(base_runs) >= 2 or not result["verdicts"]), [t["reason"] for t in base_runs]
