@@ -53,7 +53,8 @@ def prepared(where: Path) -> Path:
     done = init(repo, budget_bytes=128 * 2**20)
     if not done.ok:
         raise SystemExit(done.message)
-    doctor(repo, repeats=3)
+    if not (measured := doctor(repo, repeats=3)).ok:
+        raise SystemExit(measured.message)
     return repo
 
 

@@ -73,7 +73,8 @@ def measure(fixture: str, rounds: int, console: Console) -> list[PatchEffect]:
         if not (ok := init(repo, budget_bytes=budget_mib(fixture) * MIB)).ok:
             raise SystemExit(f"init {fixture}: {ok.message}")
         console.print(f"[bold]{fixture}[/]: doctor (loss reference and tolerance)")
-        doctor(repo, repeats=2)
+        if not (measured := doctor(repo, repeats=2)).ok:
+            raise SystemExit(f"doctor {fixture}: {measured.message}")
         contract = load_contract(repo)
         device = fingerprint().device
         sites: dict[str, int] = {}

@@ -95,7 +95,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="infrarsi-live-") as tmp:
         if todo:
             prepared = prepare(args.fixture, Path(tmp) / "prepared", table.data.get("pins"))
-            doctor(prepared, repeats=2)
+            if not (measured := doctor(prepared, repeats=2)).ok:
+                raise SystemExit(f"doctor: {measured.message}")
         for method, seed in todo:
             repo = Path(tmp) / f"{method}-{seed}" / args.fixture
             shutil.copytree(prepared, repo)

@@ -150,7 +150,10 @@ def main() -> None:
         cands = SearchSpace.from_contract(contract, patches).all_candidates()
         if not args.resume:
             wait_quiet(args.quiet_cores, args.max_wait_s)
-            table = fresh_table(args, repo, doctor(repo, repeats=2), contract, patches, cands)
+            measured = doctor(repo, repeats=2)
+            if measured.report is None:
+                raise SystemExit(f"doctor: {measured.message}")
+            table = fresh_table(args, repo, measured.report, contract, patches, cands)
             table["pins"] = pins
             contract = require_intact(repo)
             table["contract_toml"] = contract_path(repo).read_text()

@@ -49,7 +49,9 @@ done = init(sys.argv[1], warmup_steps=1, measured_steps=4)
 if not done.ok:
     sys.exit(f"init failed: {done.message}")
 save_contract(replace(load_contract(sys.argv[1]), verify=VerifyPolicy(candidates=1, most_rounds=3)), sys.argv[1])
-doctor(sys.argv[1], repeats=2)
+measured = doctor(sys.argv[1], repeats=2)
+if not measured.ok:
+    sys.exit(f"doctor failed: {measured.message}")
 PY
 
 mkdir -p "$WORK/data/User"

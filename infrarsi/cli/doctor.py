@@ -9,8 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infrarsi.cli.console import ProgressSink, add_sandbox_flag, add_wait_flag, console, emit_json, err
-from infrarsi.contract import ContractError
-from infrarsi.records import DoctorError, DoctorReport, doctor_path
+from infrarsi.records import DoctorReport, doctor_path
 from infrarsi.stages.doctor import doctor
 from infrarsi.units import GIB
 
@@ -41,17 +40,16 @@ def _repeats(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        with ProgressSink() as progress:
-            report = doctor(args.path, repeats=args.repeats, on_event=progress, sandbox=args.sandbox,
-                            wait_for_quiet=args.wait_for_quiet)
-    except (ContractError, DoctorError) as error:
-        err(str(error))
+    with ProgressSink() as progress:
+        done = doctor(args.path, repeats=args.repeats, on_event=progress, sandbox=args.sandbox,
+                      wait_for_quiet=args.wait_for_quiet)
+    if done.report is None:
+        err(done.message)
         return 1
     if args.json:
-        emit_json(report.to_dict())
+        emit_json(done.report.to_dict())
     else:
-        render(report, args.path)
+        render(done.report, args.path)
     return 0
 
 

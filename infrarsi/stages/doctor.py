@@ -17,15 +17,16 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 
 import torch
 
 from infrarsi import batch, noise
 from infrarsi.background import busy_limit
-from infrarsi.contract import Contract, KnobValue, require_intact, save_contract
+from infrarsi.contract import Contract, ContractError, KnobValue, require_intact, save_contract
 from infrarsi.datasheet import normalize_dtype
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.flops import flops_per_token_from_facts
@@ -60,13 +61,40 @@ PHASE_TOLERANCE = 0.10
 # --- the stage -----------------------------------------------------------------------------------
 
 
+class DoctorStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    """Nothing was written: a bad contract, no sandbox, a baseline that failed or cannot be a reference."""
+
+
+@dataclass(kw_only=True, slots=True)
+class DoctorResult:
+    status: DoctorStatus
+    message: str
+    """The noise floor when ok; what went wrong, with the log to read, when not."""
+    report: DoctorReport | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is DoctorStatus.OK
+
+
 def doctor(repo: Path, *, repeats: int = 3, on_event: EventSink = ignore, sandbox: bool = True,
-           wait_for_quiet: float | None = None) -> DoctorReport:
+           wait_for_quiet: float | None = None) -> DoctorResult:
     """Measure the baseline ``repeats`` times, write the reference losses into the contract and
-    ``.infrarsi/doctor.json``, and return the report. Raises DoctorError when the baseline fails.
+    ``.infrarsi/doctor.json``; the report, or what failed (status ``error``, nothing written).
     ``wait_for_quiet``: seconds to wait, at most, for a busy machine to become quiet first."""
     if repeats < 2:
-        raise ValueError(f"repeats must be at least 2 to measure run-to-run noise, got {repeats}")
+        return DoctorResult(status=DoctorStatus.ERROR,
+                            message=f"repeats must be at least 2 to measure run-to-run noise, got {repeats}")
+    try:
+        report = _measure(repo, repeats, on_event, sandbox, wait_for_quiet)
+    except (ContractError, DoctorError) as error:
+        return DoctorResult(status=DoctorStatus.ERROR, message=str(error))
+    return DoctorResult(status=DoctorStatus.OK, message=f"noise floor {report.noise.min_speedup:.3f}×", report=report)
+
+
+def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_for_quiet: float | None) -> DoctorReport:
     started = time.perf_counter()
     repo = Path(repo).resolve()  # trials run elsewhere: their log and probe paths must be absolute
     contract = require_intact(repo)

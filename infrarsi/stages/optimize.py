@@ -105,8 +105,12 @@ def optimize(
                 result.status, result.message = RunStatus.ERROR, done.message
                 return result
         if not _doctor_is_current(repo):
-            doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox, wait_for_quiet=wait_for_quiet)
+            measured = doctor(repo, repeats=doctor_repeats, on_event=on_event, sandbox=sandbox,
+                              wait_for_quiet=wait_for_quiet)
             result.stages.append("doctor")
+            if not measured.ok:
+                result.status, result.message = RunStatus.ERROR, measured.message
+                return result
         result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, use_bank=use_bank,
                          on_event=on_event, sandbox=sandbox, wait_for_quiet=wait_for_quiet)
         result.stages.append("run")

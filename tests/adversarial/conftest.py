@@ -61,7 +61,7 @@ def prepared_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
         done = init(repo)
         assert done.ok, done.message
         _narrow(repo)
-        doctor(repo, repeats=2)
+        assert doctor(repo, repeats=2).ok
     return repo
 
 

@@ -59,7 +59,7 @@ def test_overrides_without_dashes_are_settings_and_are_replaced_where_they_stand
 @pytest.mark.e2e
 def test_a_trial_moves_a_leaf_through_its_flag(tmp_path):
     repo, contract = _initialised(tmp_path)
-    doctor(repo, repeats=2)
+    assert doctor(repo, repeats=2).ok
     contract = load_contract(repo)
     result = run_trial(TrialSpec(repo=repo, contract=contract,
                                  candidate=Candidate(knobs={**contract.defaults(), "trainer.num_workers": 0})))

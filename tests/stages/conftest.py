@@ -76,7 +76,7 @@ def measured_copy(src: Path, dest: Path, budget_bytes: int = BUDGET_BYTES) -> Pa
         mp.delenv("ANTHROPIC_API_KEY", raising=False)
         done = init(dest, budget_bytes=budget_bytes)
         assert done.ok, done.message
-        doctor(dest, repeats=2)
+        assert doctor(dest, repeats=2).ok
     return dest
 
 
@@ -116,7 +116,7 @@ def paced_prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
         done = init(repo, budget_bytes=BUDGET_BYTES)
         assert done.ok, done.message
         assert done.locked == ["data.py"] and done.contract.scope.editable == ["train.py"]
-        doctor(repo, repeats=2)
+        assert doctor(repo, repeats=2).ok
     return repo
 
 

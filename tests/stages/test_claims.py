@@ -112,8 +112,9 @@ def test_doctor_confirms_the_true_claim_unlocks_it_and_refutes_the_false_one(tmp
         before = load_contract(repo)
         assert before.knob("pool").role == "unknown" and before.knob("salt").role == "unknown"
         assert not before.knob("pool").tunable and not before.knob("salt").tunable
-    report = doctor(repo, repeats=2)
-    claims = {c["name"]: c for c in report.claims}
+    done = doctor(repo, repeats=2)
+    assert done.report is not None, done.message
+    claims = {c["name"]: c for c in done.report.claims}
     assert claims["pool"]["status"] == "confirmed", claims
     assert claims["salt"]["status"] == "refuted" and "loss trajectory" in claims["salt"]["why"], claims
     after = load_contract(repo)

@@ -35,7 +35,7 @@ def measured(tmp_path_factory):
         mp.delenv("ANTHROPIC_API_KEY", raising=False)
         done = init(repo, budget_bytes=2**30)
     assert done.ok, done.message
-    doctor(repo, repeats=2)
+    assert doctor(repo, repeats=2).ok
     return repo, done
 
 

@@ -80,9 +80,12 @@ def _init(repo: Path, options: dict) -> dict:
 def _doctor(repo: Path, options: dict, on_event: EventSink) -> dict:
     from infrarsi.stages.doctor import doctor
 
-    report = doctor(repo, repeats=int(options.get("repeats", 3)), on_event=on_event)
-    return {"status": "ok", "summary": (f"baseline {report.noise.step_s * 1000:.0f} ms/step, noise floor "
-                                        f"{report.noise.min_speedup:.3f}×"),
+    done = doctor(repo, repeats=int(options.get("repeats", 3)), on_event=on_event)
+    if done.report is None:
+        return {"status": done.status, "summary": done.message}
+    report = done.report
+    return {"status": done.status, "summary": (f"baseline {report.noise.step_s * 1000:.0f} ms/step, noise floor "
+                                               f"{report.noise.min_speedup:.3f}×"),
             "findings": report.findings, "warnings": report.warnings}
 
 
