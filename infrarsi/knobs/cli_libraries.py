@@ -220,7 +220,8 @@ def _click(r: ParsedFile, receiver_file: str) -> CliKnobs | None:
                 lone.append(command)
             elif tail == "command" and head in groups:
                 grouped.append(command)
-    chosen, warnings = _pick("click", grouped, needs_name=True) if grouped else _pick("click", lone, needs_name=False)
+    # With a group in the script, a plain command is one of its commands (``cli.add_command(train)``).
+    chosen, warnings = _pick("click", grouped or lone, needs_name=bool(groups))
     if chosen is None:
         return CliKnobs("click", warnings=warnings) if warnings else None
     knobs = []

@@ -131,6 +131,40 @@ def test_a_group_without_a_train_command_reads_nothing(tmp_path):
     assert "the fire commands (fit, evaluate) include none named 'train'" in found.warnings[0]
 
 
+@pytest.mark.parametrize("script", [
+    """
+    import fire
+
+    def train(lr=0.1):
+        pass
+
+    if __name__ == "__main__":
+        fire.Fire({"train": train, "evaluate": print})
+    """,
+    """
+    import click
+
+    @click.group()
+    def cli():
+        pass
+
+    @click.command()
+    @click.option("--lr", default=0.1)
+    def train(lr):
+        pass
+
+    cli.add_command(train)
+
+    if __name__ == "__main__":
+        cli()
+    """,
+])
+def test_a_groups_train_command_is_named_before_its_flags(tmp_path, script):
+    (tmp_path / "train.py").write_text(textwrap.dedent(script))
+    found = _found(tmp_path)
+    assert (found.subcommand, [(k.name, k.default) for k in found.knobs]) == ("train", [("lr", 0.1)])
+
+
 def test_switches_the_command_line_cannot_turn_off_are_skipped(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent("""
         import click
