@@ -138,8 +138,8 @@ class Workload:
     notes: list[str] = field(default_factory=list)
     """What init changed about the baseline and why, for the report."""
     knob_style: str = "argparse"
-    """argparse | globals | dataclass | nested (a config node or Hydra config overridden by path):
-    how the entry point reads its knobs."""
+    """argparse | globals | dataclass | nested (a config node or Hydra config overridden by path) |
+    click | typer | fire (a command function's parameters): how the entry point reads its knobs."""
     args: dict[str, KnobValue] = field(default_factory=dict)
     """Flags every trial passes (e.g. the step count), by flag name without dashes (written back with
     the dashes its knob's flag has: a Hydra path has none)."""
@@ -179,7 +179,7 @@ class Workload:
         for key, value in self.overrides.items():
             if not isinstance(value, (bool, int, float, str)):
                 raise ContractError(f"workload.overrides.{key}", f"must be a bool, int, float or str, got {value!r}")
-        if self.knob_style not in ("argparse", "globals", "dataclass", "nested"):
+        if self.knob_style not in ("argparse", "globals", "dataclass", "nested", "click", "typer", "fire"):
             raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
         for name in ("measured_steps", "planned_steps"):
             if getattr(self, name) <= 0:

@@ -1,7 +1,8 @@
 """Where each knob's value goes: a static taint analysis of the job's own modules with libcst.
 
-A knob's value starts at ``<anything>.<name>`` (argparse namespaces, dataclass configs) or, for
-configurator globals, at the module name itself. It flows through assignments (tuple unpacking
+A knob's value starts at ``<anything>.<name>`` (argparse namespaces, dataclass configs), for
+configurator globals at the module name itself, and for click, typer and fire at the parameter of
+the command function. It flows through assignments (tuple unpacking
 element by element), dict literals and ``d.update``/``d[k] = v`` (so ``DataLoader(**kwargs)`` sees
 its keys), attribute stores (``self.B = B``: later ``.B`` loads carry it), calls of the job's own
 functions and classes (argument to parameter, ``return`` to the call) and arithmetic. Division
@@ -766,9 +767,12 @@ def build_graph(files: list[ParsedFile]) -> FlowGraph:
     return _Builder(files).g
 
 
-def knob_sources(name: str, style: str, entry: str) -> list[str]:
-    """Where a knob's value enters the code: ``x.<name>`` loads (for a config node's leaf, the
-    load of its last part: ``config.trainer.max_iters``), and for globals the module name."""
+def knob_sources(name: str, style: str, entry: str, receiver: str = "") -> list[str]:
+    """Where a knob's value enters the code: the parameter of the function a CLI library calls with
+    it (``receiver``, ``file:function``); else ``x.<name>`` loads (for a config node's leaf, the load
+    of its last part: ``config.trainer.max_iters``), and for globals the module name."""
+    if receiver:
+        return [f"n:{receiver}:{name}"]
     out = [f"a:{name.rsplit('.', 1)[-1] if style == 'nested' else name}"]
     if style == "globals":
         out.append(f"n:{entry}::{name}")

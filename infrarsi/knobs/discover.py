@@ -1,11 +1,13 @@
-"""Reading the knobs an entry point exposes, in the three styles training scripts use.
+"""Reading the knobs an entry point exposes, in the styles training scripts use.
 
 - argparse: ``parser.add_argument("--name", type=…, default=…, choices=…, help=…)`` (and
   ``parser.set_defaults``), in the entry point and the repo modules it imports;
 - globals: nanoGPT-style module globals before ``exec(open("configurator.py").read())`` (or an
   inline loop over ``sys.argv`` that writes ``globals()``), overridden with ``--name=value``;
 - dataclass: fields of ``@dataclass`` configs the entry point instantiates or hands to a parser
-  (tyro, HfArgumentParser pass them as flags; otherwise their defaults are rewritten in source).
+  (tyro, HfArgumentParser pass them as flags; otherwise their defaults are rewritten in source);
+- click, typer, fire: the parameters of the command function the library calls
+  (``infrarsi.knobs.cli_libraries``).
 
 A knob the search cannot pass (no default, a default computed at run time, an ``append``
 action…) is returned in ``skipped`` with the reason, never guessed.
@@ -49,17 +51,23 @@ class RawKnob:
     """``file:line`` of the declaration."""
     note: str = ""
     """Why it cannot be used as a knob (non-empty: skipped)."""
+    receiver: str = ""
+    """``file:function`` whose parameter of the knob's name receives its value (a click, typer or fire
+    command), where the data flow starts; empty: the value is loaded as ``<anything>.<name>``."""
 
 
 @dataclass(slots=True)
 class Discovery:
     style: str
-    """argparse | globals | dataclass | nested (argparse when the script reads no knobs at all)."""
+    """argparse | globals | dataclass | nested | click | typer | fire (argparse when the script reads no
+    knobs at all)."""
     knobs: list[RawKnob] = field(default_factory=list)
     skipped: list[RawKnob] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     """The entry point and the repo modules it imports, transitively."""
     warnings: list[str] = field(default_factory=list)
+    subcommand: str = ""
+    """The command of a click group or fire dict that trials run: the command line names it before the flags."""
 
 
 def _string(node: cst.BaseExpression | None) -> str | None:
@@ -342,6 +350,15 @@ def discover(repo: Path, entry: EntryPoint) -> Discovery:
     found = read_argparse(readers)
     style = "argparse"
     warnings: list[str] = []
+    subcommand = ""
+    if not found:
+        # Imported here: cli_libraries builds on this module's RawKnob.
+        from infrarsi.knobs.cli_libraries import read_cli_library
+
+        cli = read_cli_library(entry_reader)
+        if cli is not None:
+            style, found, subcommand = cli.library, cli.knobs, cli.subcommand
+            warnings += cli.warnings
     if not found:
         upto = configurator_index(entry_reader.module)
         if upto is not None:
@@ -364,8 +381,8 @@ def discover(repo: Path, entry: EntryPoint) -> Discovery:
                      for s in nested]
     if not found:
         warnings.append(
-            f"{entry.path} reads no knobs (no argparse arguments, configurator globals, dataclass config, "
-            "config node merged with command-line overrides or Hydra config): "
+            f"{entry.path} reads no knobs (no argparse arguments, click/typer/fire command parameters, "
+            "configurator globals, dataclass config, config node merged with command-line overrides or Hydra config): "
             "nothing to tune but patches"
         )
     return Discovery(
@@ -374,4 +391,5 @@ def discover(repo: Path, entry: EntryPoint) -> Discovery:
         skipped=[k for k in found if k.note],
         files=files,
         warnings=warnings,
+        subcommand=subcommand,
     )

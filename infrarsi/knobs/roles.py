@@ -105,7 +105,7 @@ def assign_roles(files: list[ParsedFile], knobs: list[RawKnob], style: str,
     graph = graph if graph is not None else build_graph(files)
     entry = files[0].rel if files else ""
     names = [k.name for k in knobs]
-    reaches = {k.name: graph.reach(knob_sources(k.name, style, entry)) for k in knobs}
+    reaches = {k.name: graph.reach(knob_sources(k.name, style, entry, k.receiver)) for k in knobs}
     counts_accum = {k.name for k, r in ((k, reaches[k.name]) for k in knobs)
                     if any(x.kind == "accumulation" and not x.scaled and not x.inverted for x in r)
                     and not any(x.kind == "batch" for x in r)}

@@ -248,7 +248,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
     if user is not None:
         values = apply_command(repo, user.cwd, found, user.command)
         found = Discovery(style=found.style, knobs=values.knobs, skipped=values.skipped, files=found.files,
-                          warnings=found.warnings)
+                          warnings=found.warnings, subcommand=found.subcommand)
         set_by = values.set_by
     known = {**{s.name: Role(s.rule, "framework schema") for s in settings},
              **{s.knob.name: Role(s.rule, f"written in code at {s.knob.source}") for s in in_code}}
@@ -459,6 +459,8 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
         command = ["torchrun", "--nproc_per_node=1", ep.path]
     else:
         command = ["python", ep.path]
+    if user is None and found.subcommand:
+        command.append(found.subcommand)  # a click group's or fire dict's command, named before its flags
     args = {}
     steps = facts.steps
     if steps is not None and steps.flag:
