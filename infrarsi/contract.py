@@ -292,7 +292,7 @@ class VerifyPolicy:
 
 
 # The owner's tables: edited by hand, so outside the hash, and kept when init writes a new contract.
-POLICY_TABLES = ("sandbox", "verify")
+POLICY_TABLES: dict[str, type] = {"sandbox": SandboxPolicy, "verify": VerifyPolicy}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -527,7 +527,7 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
         _check_knob_values(i, k, path)
     knobs = [_build(Knob, k, f"knobs[{i}]", path) for i, k in enumerate(knobs_data)]
     policies = {}
-    for name, cls in (("sandbox", SandboxPolicy), ("verify", VerifyPolicy)):
+    for name, cls in POLICY_TABLES.items():
         if name in data:
             policy_data = _section(data, name, path)
             _check_types(name, policy_data, path)
