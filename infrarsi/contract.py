@@ -348,9 +348,13 @@ class Contract:
 
     def digest(self) -> str:
         """sha256 over the canonical JSON of every field init wrote (the policy tables aside)."""
-        written = {k: v for k, v in self.to_dict().items() if k not in POLICY_TABLES}
-        blob = json.dumps(written, sort_keys=True, separators=(",", ":")).encode()
-        return "sha256:" + hashlib.sha256(blob).hexdigest()
+        return _digest(self.to_dict())
+
+
+def _digest(data: dict[str, Any]) -> str:
+    written = {k: v for k, v in data.items() if k != "hash" and k not in POLICY_TABLES}
+    blob = json.dumps(written, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
 def _drop_none(value: Any) -> Any:
@@ -544,7 +548,8 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
         **policies,
     )
     _check_paths(contract, repo, path)
-    if check_hash and data.get("hash") != contract.digest():
+    # The file's own fields, as written: a field a later InfraRSI added (read as its default) is no edit.
+    if check_hash and data.get("hash") != _digest(data):
         raise ContractError(
             "hash",
             "does not match the contract's content: a field init wrote was edited by hand (only "

@@ -122,3 +122,10 @@ def test_the_owners_tables_are_written_by_hand_and_stay_out_of_the_hash(repo):
     path.write_text(path.read_text().replace("planned_steps = 100", "planned_steps = 10"))
     with pytest.raises(ContractError, match="hash.*only \\[sandbox\\] and \\[verify\\] are yours"):
         load_contract(repo)
+
+
+def test_a_contract_an_earlier_infrarsi_wrote_loads(repo):
+    # Written before `workload.notes` existed: not in the file, the hash over what the file holds.
+    edit(repo, lambda d: d["workload"].pop("notes"))
+    assert "notes" not in contract_path(repo).read_text()
+    assert load_contract(repo) == contract()
