@@ -36,8 +36,10 @@ def strategy(method: str, table, seed: int, bank_url: str | None = None) -> Stra
     # speed-ups are re-verified whatever the model ranks. Its CV is not given to the models (the
     # replay has never done so: the tables' doctor ran on a busy machine, dense's CV is 0.57).
     min_speedup = table.data.get("doctor", {}).get("noise", {}).get("min_speedup", float("inf"))
+    # A runner whose noise is known exactly (the simulated cluster's ``noise_cv``) gives the models
+    # doctor's CV as the run stage does; the measured tables leave it out.
     out = Strategy(name=name, contract=contract, priors=answer.table, priors_source=answer.provider, seed=seed,
-                   hardware=table.hardware, min_speedup=min_speedup)
+                   hardware=table.hardware, min_speedup=min_speedup, noise_cv=table.data.get("noise_cv", 0.0))
     if use_bank:
         use_experience(out, ExperienceBank(bank_url),
                        WorkloadSignature.from_contract(contract, table.data.get("model_facts", {})))

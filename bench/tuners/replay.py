@@ -42,6 +42,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import optuna
+from optuna.trial import TrialState
 
 from bench.tuners import report
 from bench.tuners.fixture import ROOT
@@ -61,14 +62,25 @@ OUT = ROOT / "bench" / "out"
 DOCS = ROOT / "docs" / "benchmarks"
 
 
-class _Run:
-    """One method, one seed: the run stage's search loop against ``execute``."""
+MAX_REJECTED = 50
+"""Optuna's asks in a row that the table cannot run (outside a constrained space's valid points)
+given back before the last one is run anyway, as the job would be launched and refused."""
 
-    def __init__(self, table, method: str, seed: int, execute, bank_url: str | None = None, *, rank: bool = True):
-        """``rank``: find the method's pick after every trial (off when only suggestions are timed)."""
+
+class _Run:
+    """One method, one seed: the run stage's search loop against ``execute``.
+
+    ``table`` is the runner: a measured ``Table`` or anything with its interface (``contract``,
+    ``patches``, ``space``, ``hardware``, ``data``, ``search_space``, ``speedup``, ``candidate``),
+    such as the simulated cluster of ``bench.sim.backend``."""
+
+    def __init__(self, table, method: str, seed: int, execute, bank_url: str | None = None, *, rank: bool = True,
+                 make_strategy=strategy):
+        """``rank``: find the method's pick after every trial (off when only suggestions are timed);
+        ``make_strategy(method, table, seed, bank_url)`` builds the method's ``Strategy``."""
         self.rank = rank
         self.table = table
-        self.strategy = strategy(method, table, seed, bank_url)
+        self.strategy = make_strategy(method, table, seed, bank_url)
         study = optuna.create_study(direction="minimize", sampler=self.strategy.optuna_sampler)
         self.store = TrialStore(study, table.contract, table.patches, oom_as_constraint=self.strategy.oom_as_constraint)
         self.execute_result = execute
@@ -76,11 +88,20 @@ class _Run:
         self.records: list[dict] = []
 
     def execute(self, cand: Candidate | None, kind: str, abort: float | None = None,
-                asked: tuple[float, float] | None = None):
+                asked: tuple[float, float] | None = None, reason: str = ""):
         """``asked``: (wall, CPU) clocks when the proposal was asked for, so the suggestion's cost
-        covers the strategy's propose and Optuna's ask (where TPE and GP decide)."""
+        covers the strategy's propose and Optuna's ask (where TPE and GP decide); ``reason``: why
+        the strategy proposed the candidate (recorded)."""
         wall, cpu = asked if asked is not None else (time.perf_counter(), time.process_time())
         trial = self.store.begin(cand, kind)
+        rejected = 0
+        # An Optuna sampler asks over each knob's whole domain; a constrained space's invalid
+        # points are given back to it (failed, no trial spent), as its users reject them.
+        while cand is None and not self.table.space.is_valid(self.store.candidate_of(trial)) \
+                and rejected < MAX_REJECTED:
+            self.store.close(trial, TrialState.FAIL)
+            rejected += 1
+            trial = self.store.begin(None, kind)
         cand = self.store.candidate_of(trial)
         ask_s = time.perf_counter() - wall
         ask_cpu = time.process_time() - cpu
@@ -89,7 +110,7 @@ class _Run:
         self.history.append(result)
         pick = verified_pick(self.strategy, self.history, self.table) if self.rank else None
         self.records.append({"kind": kind, "status": result.status.value, "wall_s": result.wall_s,
-                             "key": cand.key(), "pick": pick,
+                             "key": cand.key(), "pick": pick, "rejected": rejected, "reason": reason,
                              "ask_s": ask_s if kind == "search" else None, "ask_cpu_s": ask_cpu})
         return result
 
@@ -99,14 +120,14 @@ class _Run:
         self.checks = [PatchCheck(name=p, status=self.execute(Candidate(dict(base.knobs), (p,)), "validation").status.value,
                                   reason="", cost_s=0.0) for p in self.table.patches]
         validated = [c.name for c in self.checks if c.status == "ok"]
-        self.strategy.prepare(SearchSpace.from_contract(self.table.contract, validated))
+        self.strategy.prepare(self.table.search_space(validated))
         while len(self.records) < trials:
             incumbent = min((t.step_time for t in self.history if t.ok and t.step_time), default=None)
             asked = (time.perf_counter(), time.process_time())
             proposal = self.strategy.propose(self.history)
             if proposal is None:
                 break
-            self.execute(proposal[0], "search", incumbent * ABORT_FACTOR if incumbent else None, asked)
+            self.execute(proposal[0], "search", incumbent * ABORT_FACTOR if incumbent else None, asked, proposal[1])
         return self.records
 
 
@@ -130,7 +151,7 @@ def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
     if pick and table.speedup(pick) > 1.0:
         # Re-verification is not replayed: the pick is recorded at its table speedup.
         s = table.speedup(pick)
-        promoted = Verdict(candidate=table.rows[pick].candidate, promoted=True, reason="replay", job_speedup=(s, s, s))
+        promoted = Verdict(candidate=table.candidate(pick), promoted=True, reason="replay", job_speedup=(s, s, s))
     checks = [PatchCheck(name=c.name, status="validated" if c.status == "ok" else c.status, reason="", cost_s=0.0)
               for c in earlier.checks]
     earlier.strategy.record_findings(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history)
@@ -175,11 +196,13 @@ def record_bad_bank(table, bank_url: str) -> None:
     with_bank.bank.close()
 
 
-def replay(table: Table, method: str, seed: int, trials: int, bank_url: str | None = None) -> list[dict]:
+def replay(table, method: str, seed: int, trials: int, bank_url: str | None = None, *,
+           stream: int | None = None, make_strategy=strategy) -> list[dict]:
     """One run of ``method`` on the table. A ``+bank`` method reads ``bank_url`` when given (it is
     not written to), else a bank filled by one earlier InfraRSI run on the same table; a
-    ``+badbank`` method a bank holding a bad run's findings."""
-    rng = np.random.default_rng([seed, METHODS.index(method)])
+    ``+badbank`` method a bank holding a bad run's findings. ``stream`` seeds the trials' noise
+    with the seed (default: the method's index in ``METHODS``)."""
+    rng = np.random.default_rng([seed, METHODS.index(method) if stream is None else stream])
     with tempfile.TemporaryDirectory() as tmp:
         if method.endswith("+bank") and bank_url is None:
             bank_url = f"sqlite:///{tmp}/bank.db"
@@ -187,7 +210,8 @@ def replay(table: Table, method: str, seed: int, trials: int, bank_url: str | No
         elif method.endswith("+badbank") and bank_url is None:
             bank_url = f"sqlite:///{tmp}/bank.db"
             record_bad_bank(table, bank_url)
-        records = _Run(table, method, seed, lambda c, a: table.trial(c, rng, a), bank_url).run(trials)
+        records = _Run(table, method, seed, lambda c, a: table.trial(c, rng, a), bank_url,
+                       make_strategy=make_strategy).run(trials)
     for rec in records:
         rec["speedup"] = table.speedup(rec["pick"])
     return records
@@ -209,8 +233,8 @@ def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, d
     )
 
     contract = contract_with(dense_knobs())
-    fake = SimpleNamespace(contract=contract, patches=DENSE_PATCHES, hardware=fingerprint(), data={})
     space = SearchSpace.from_contract(contract, DENSE_PATCHES)
+    fake = SimpleNamespace(contract=contract, patches=DENSE_PATCHES, hardware=fingerprint(), data={}, space=space)
     out: dict[str, dict[int, tuple[float, float]]] = {}
     for method in methods:
         samples: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}

@@ -90,6 +90,13 @@ class Table:
         key = min(self.rows, key=self.job_s)
         return key, self.speedup(key)
 
+    def search_space(self, patches: list[str]) -> SearchSpace:
+        """The space the run stage searches once ``patches`` are validated."""
+        return SearchSpace.from_contract(self.contract, patches)
+
+    def candidate(self, key: str) -> Candidate:
+        return self.rows[key].candidate
+
     def trial(self, candidate: Candidate, rng: np.random.Generator, abort_step_time: float | None) -> TrialResult:
         row = self.rows[candidate.key()]
         run = row.runs[int(rng.integers(len(row.runs)))]
@@ -98,18 +105,25 @@ class Table:
                           peak_bytes=run.peak_bytes, detail=run.detail)
         if not out.ok:
             return out
-        # Step by step, as the runner sees them arrive: its two rules, the first that fires.
-        every = out.warmup_times + out.step_times
-        warm = len(out.warmup_times)
-        for j in range(2, len(every) + 1):
-            if clearly_slower(every[warm:j], abort_step_time) or far_slower(every[1:j], abort_step_time):
-                out.wall_s -= sum(every[j:])
-                out.warmup_times, out.step_times = every[:min(j, warm)], every[warm:j]
-                out.status = TrialStatus.ABORTED_SLOW
-                return out
+        if aborted(out, abort_step_time):
+            return out
         if row.short:
             # Not aborted: the search would have run every measured step; charge them.
             out.wall_s += (self.measured_steps - len(out.step_times)) * statistics.median(out.step_times)
         if out.wall_s > self.timeout_s:
             out.status, out.wall_s, out.step_times = TrialStatus.TIMEOUT, self.timeout_s, []
         return out
+
+
+def aborted(out: TrialResult, abort_step_time: float | None) -> bool:
+    """Step by step, as the runner sees them arrive, whether one of its two rules stops the ok run
+    ``out``: when one fires, ``out`` becomes the aborted run, charged up to that step."""
+    every = out.warmup_times + out.step_times
+    warm = len(out.warmup_times)
+    for j in range(2, len(every) + 1):
+        if clearly_slower(every[warm:j], abort_step_time) or far_slower(every[1:j], abort_step_time):
+            out.wall_s -= sum(every[j:])
+            out.warmup_times, out.step_times = every[:min(j, warm)], every[warm:j]
+            out.status = TrialStatus.ABORTED_SLOW
+            return True
+    return False
