@@ -353,10 +353,9 @@ class ExperienceBank:
         """Run id -> workload similarity, for the runs alike enough to be used for ``signature``."""
         return {run.id: sim for run, sim in self._runs(signature)}
 
-    def seeds(self, signature: WorkloadSignature, hardware_id: str, k: int | None = 5) -> list[Seed]:
-        """Up to ``k`` (None: all) distinct past best configurations: the same workload first, then
-        similar ones; at equal likeness, the same hardware before other hardware, then the larger
-        speed-up."""
+    def seeds(self, signature: WorkloadSignature, hardware_id: str, k: int = 5) -> list[Seed]:
+        """Up to ``k`` distinct past best configurations: the same workload first, then similar ones;
+        at equal likeness, the same hardware before other hardware, then the larger speed-up."""
         found = [
             Seed(candidate=Candidate.from_dict(json.loads(best.candidate_json)), speedup=best.speedup,
                  interval=(best.low, best.high), similarity=sim, same_hardware=run.hardware_id == hardware_id,

@@ -41,9 +41,7 @@ MAX_NOISE_FLOOR = 0.5
 
 
 def _infrarsi(strategy: Strategy, space: SearchSpace) -> Sampler:
-    # The bank's best that this space can run: a seed from other hardware may not be (8 GPUs cannot
-    # hold tensor x pipeline parallel 16), and an invalid one must not take a valid one's place.
-    seeds = [s for s in strategy.seeds if space.is_valid(s)][:BANK_SEEDS]
+    seeds = [s for s in strategy.seeds if space.is_valid(s)]
     return InfraRSISampler(space, strategy.priors, seeds, seed=strategy.seed,
                            noise_floor=min(max(strategy.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
                            noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup)
@@ -247,4 +245,4 @@ def use_experience(strategy: Strategy, bank, signature) -> None:
     if len(strategy.bank_priors):
         strategy.priors = strategy.priors.combined(strategy.bank_priors)
         strategy.priors_source += f" + experience bank ({len(strategy.bank_priors)} effects)"
-    strategy.seeds = [s.candidate for s in bank.seeds(signature, hardware_id, k=None)]
+    strategy.seeds = [s.candidate for s in bank.seeds(signature, hardware_id, k=BANK_SEEDS)]

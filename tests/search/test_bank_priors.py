@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 
-from infrarsi.bank import BestConfig, ExperienceBank, WorkloadSignature
 from infrarsi.contract import Knob
-from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.strategy import Strategy, use_experience
+from infrarsi.search.strategy import Strategy
 from infrarsi.search.synthetic import contract_with, result
 from infrarsi.trials import Candidate
 
@@ -107,19 +105,3 @@ def test_a_candidate_measured_slow_is_not_verified_whatever_the_model_ranks():
     assert strategy.to_verify(history, 2) == []
     # Within doctor's floor the measurement cannot overrule the ranking: it is verified.
     assert strategy.to_verify([result(SMALL_BASE, step=1.222), result(SMALL_SDPA, step=1.3)], 2) == [SMALL_SDPA]
-
-
-def test_the_banks_seeds_this_space_cannot_run_do_not_take_the_place_of_one_it_can(tmp_path):
-    # The bank's three best came from another machine (threads 4, 8 and 16 are not in this domain);
-    # its fourth is one this space holds: the sampler starts from it.
-    strategy = Strategy(name="infrarsi", contract=CONTRACT, priors=BANK, priors_source="built-in",
-                        hardware=fingerprint())
-    with ExperienceBank(f"sqlite:///{tmp_path / 'bank.db'}") as bank:
-        signature = WorkloadSignature.from_contract(CONTRACT, {})
-        bank.record_run(signature=signature, hardware_id=strategy.hardware.id, hardware="here", best=[
-            BestConfig(candidate=c, speedup=speedup, interval=(speedup * 0.95, speedup * 1.05))
-            for c, speedup in [*((Candidate({"threads": t, "optimizer_impl": "foreach"}), 3.0) for t in (4, 8, 16)),
-                               (SDPA_FOREACH, 1.4)]])
-        use_experience(strategy, bank, signature)
-    strategy.prepare(SPACE)
-    assert isinstance(strategy.sampler, InfraRSISampler) and strategy.sampler.seeds == [SDPA_FOREACH]
