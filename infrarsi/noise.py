@@ -152,10 +152,8 @@ def speedup_interval(
     point = math.exp(diff)
     if se == 0:
         return SpeedupInterval(point, point, point)
-    from scipy import stats  # a second of import that reading a record (doctor.json's noise) never needs
-
     df = (vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    half = _t_quantile(0.5 + confidence / 2, df) * se
     return SpeedupInterval(point, math.exp(diff - half), math.exp(diff + half))
 
 
@@ -168,10 +166,8 @@ def futile(interval: SpeedupInterval, rounds: int, most: int, confidence: float,
     if rounds >= most or interval.point <= floor:
         return True
     half = math.log(interval.point) - math.log(interval.low)
-    from scipy import stats
-
     q = 0.5 + confidence / 2
-    shrink = math.sqrt(rounds / most) * float(stats.t.ppf(q, 2 * most - 2) / stats.t.ppf(q, max(1, rounds - 1)))
+    shrink = math.sqrt(rounds / most) * _t_quantile(q, 2 * most - 2) / _t_quantile(q, max(1, rounds - 1))
     return interval.point * math.exp(-half * shrink) <= floor
 
 
@@ -239,3 +235,11 @@ def loss_tolerance(
         numerics_tolerance=numerics,
         rule=rule,
     )
+
+
+def _t_quantile(q: float, df: float) -> float:
+    """Student's t quantile. scipy is imported here: a second of import that reading a record
+    (doctor.json's noise) never needs."""
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))

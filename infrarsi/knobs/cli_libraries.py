@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from infrarsi.knobs.discover import RawKnob
-from infrarsi.knobs.source import ParsedFile, dotted, is_knob_value, type_name, walk
+from infrarsi.knobs.discover import TYPES, RawKnob
+from infrarsi.knobs.source import ParsedFile, dotted, is_knob_value, string_literal, type_name, walk
 
 LIBRARIES = ("click", "typer", "fire")
-_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
 _CLICK_TYPES = {"INT": "int", "FLOAT": "float", "STRING": "str", "BOOL": "bool", "IntRange": "int",
                 "FloatRange": "float"}
 _CHOSEN_SUBCOMMAND = "train"
@@ -59,13 +58,6 @@ def _imported(module: cst.Module) -> set[str]:
         elif isinstance(node, cst.ImportFrom) and node.module is not None:
             out.add(dotted(node.module).split(".", 1)[0])
     return out
-
-
-def _string(node: cst.BaseExpression | None) -> str | None:
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
 
 
 def _keywords(call: cst.Call) -> dict[str, cst.BaseExpression]:
@@ -164,8 +156,8 @@ def _click_name(decls: list[str]) -> str:
 
 def _click_command_name(fn: cst.FunctionDef, call: cst.Call | None) -> str:
     if call is not None:
-        given = _string(call.args[0].value) if call.args and call.args[0].keyword is None else None
-        given = given or _string(_keywords(call).get("name"))
+        given = string_literal(call.args[0].value) if call.args and call.args[0].keyword is None else None
+        given = given or string_literal(_keywords(call).get("name"))
         if given:
             return given
     name = fn.name.value.lower().replace("_", "-")
@@ -174,10 +166,10 @@ def _click_command_name(fn: cst.FunctionDef, call: cst.Call | None) -> str:
 
 
 def _click_option(r: ParsedFile, fn: CliCommand, call: cst.Call):
-    decls = [s for a in call.args if a.keyword is None and (s := _string(a.value)) is not None]
+    decls = [s for a in call.args if a.keyword is None and (s := string_literal(a.value)) is not None]
     kw = _keywords(call)
     name = _click_name(decls)
-    where, help_text = r.where(call), _string(kw.get("help")) or ""
+    where, help_text = r.where(call), string_literal(kw.get("help")) or ""
     flag = _long_flag(decls)
     if not flag:
         return RawKnob(name, "", None, source=where, help=help_text, receiver=fn.receiver,
@@ -195,7 +187,7 @@ def _click_option(r: ParsedFile, fn: CliCommand, call: cst.Call):
             choices = tuple(values)
     elif type_node is not None:
         short = dotted(type_node.func if isinstance(type_node, cst.Call) else type_node).rsplit(".", 1)[-1]
-        declared = _TYPES.get(short) or _CLICK_TYPES.get(short, "")
+        declared = TYPES.get(short) or _CLICK_TYPES.get(short, "")
     knob = _knob(r, name, declared, kw.get("default"), flag=flag, flag_style="eq", help_text=help_text,
                  where=where, receiver=fn.receiver)
     if choices and not knob.note:
@@ -230,7 +222,7 @@ def _click(r: ParsedFile, receiver_file: str) -> CliKnobs | None:
         if call is not None and kind == "option":
             knobs.append(_click_option(r, chosen, call))
         elif call is not None and kind == "argument":
-            decls = [s for a in call.args if a.keyword is None and (s := _string(a.value)) is not None]
+            decls = [s for a in call.args if a.keyword is None and (s := string_literal(a.value)) is not None]
             knobs.append(RawKnob(_click_name(decls), "", None, source=r.where(call), receiver=chosen.receiver,
                                  note="positional argument: the workload command must supply it"))
     return CliKnobs("click", knobs, chosen.name, warnings)
@@ -249,10 +241,10 @@ def _annotation(node: cst.Annotation | None) -> tuple[str, cst.Call | None]:
         parts = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
         if head == "Annotated" and parts:
             marker = next((p for p in parts[1:] if isinstance(p, cst.Call)), None)
-            return _TYPES.get(dotted(parts[0]), ""), marker
+            return TYPES.get(dotted(parts[0]), ""), marker
         if head == "Optional" and parts:
-            return _TYPES.get(dotted(parts[0]), ""), None
-    return _TYPES.get(dotted(ann), ""), None
+            return TYPES.get(dotted(parts[0]), ""), None
+    return TYPES.get(dotted(ann), ""), None
 
 
 def _typer_param(r: ParsedFile, fn: CliCommand, param: cst.Param):
@@ -269,14 +261,14 @@ def _typer_param(r: ParsedFile, fn: CliCommand, param: cst.Param):
         decl_args = list(marker.args) if marker is not None else []
     where = r.where(param)
     kw = _keywords(marker) if marker is not None else {}
-    help_text = _string(kw.get("help")) or ""
+    help_text = string_literal(kw.get("help")) or ""
     is_argument = marker is not None and dotted(marker.func).rsplit(".", 1)[-1] == "Argument"
     if is_argument or (marker is None and param.default is None):
         return RawKnob(name, declared, None, source=where, receiver=fn.receiver,
                        note="positional argument: the workload command must supply it")
     if isinstance(default, cst.Ellipsis):
         default = None  # typer's "required"
-    decls = [s for a in decl_args if a.keyword is None and (s := _string(a.value)) is not None]
+    decls = [s for a in decl_args if a.keyword is None and (s := string_literal(a.value)) is not None]
     flag = _long_flag(decls) or "--" + name.replace("_", "-")
     if declared == "bool" or "/" in flag:
         if "/" not in flag and not decls:
@@ -298,7 +290,7 @@ def _typer(r: ParsedFile, receiver_file: str) -> CliKnobs | None:
             if head in apps and tail == "callback":
                 has_callback = True
             if head in apps and tail == "command":
-                given = _string(call.args[0].value) if call is not None and call.args and call.args[0].keyword is None \
+                given = string_literal(call.args[0].value) if call is not None and call.args and call.args[0].keyword is None \
                     else None
                 commands.append(CliCommand(fn, f"{receiver_file}:{fn.name.value}",
                                            given or fn.name.value.lower().replace("_", "-")))
@@ -344,7 +336,7 @@ def _fire(r: ParsedFile, receiver_file: str) -> CliKnobs | None:
     commands: list[CliCommand] = []
     if isinstance(component, cst.Dict):
         for el in component.elements:
-            key = _string(el.key) if isinstance(el, cst.DictElement) else None
+            key = string_literal(el.key) if isinstance(el, cst.DictElement) else None
             command = _fire_target(functions, el.value, receiver_file, key) if key else None
             if command is not None:
                 commands.append(command)

@@ -29,11 +29,13 @@ from infrarsi.knobs.source import (
     is_knob_value,
     local_imports,
     parse,
+    string_literal,
     type_name,
     walk,
 )
 
-_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
+TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
+"""A knob type by the name a declaration spells it with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,23 +72,16 @@ class Discovery:
     """The command of a click group or fire dict that trials run: the command line names it before the flags."""
 
 
-def _string(node: cst.BaseExpression | None) -> str | None:
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
 # ---------------------------------------------------------------- argparse
 
 
 def argparse_dest(call: cst.Call) -> tuple[str, str]:
     """(dest, flag) of an ``add_argument`` call, as argparse derives them; flag empty for positionals."""
-    options = [s for a in call.args if a.keyword is None and (s := _string(a.value)) is not None]
+    options = [s for a in call.args if a.keyword is None and (s := string_literal(a.value)) is not None]
     kw = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     long = next((o for o in options if o.startswith("--")), None)
     flag = long or next((o for o in options if o.startswith("-")), "")
-    dest = _string(kw.get("dest"))
+    dest = string_literal(kw.get("dest"))
     if dest is None:
         dest = flag.lstrip("-").replace("-", "_") if flag else (options[0] if options else "")
     return dest, flag
@@ -100,9 +95,9 @@ def _read_add_argument(r: ParsedFile, call: cst.Call) -> RawKnob:
     dest, flag = argparse_dest(call)
     kw = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     where = r.where(call)
-    help_text = _string(kw.get("help")) or ""
+    help_text = string_literal(kw.get("help")) or ""
     action_node = kw.get("action")
-    action = _string(action_node) or dotted(action_node).rsplit(".", 1)[-1] or "store"
+    action = string_literal(action_node) or dotted(action_node).rsplit(".", 1)[-1] or "store"
     if not flag:
         return RawKnob(dest, "", None, source=where, note="positional argument: the workload command must supply it")
     if action in ("store_true", "store_false", "BooleanOptionalAction"):
@@ -120,7 +115,7 @@ def _read_add_argument(r: ParsedFile, call: cst.Call) -> RawKnob:
     if "nargs" in kw:
         return RawKnob(dest, "", None, flag=flag, source=where, help=help_text, note="nargs takes several values")
     type_node = kw.get("type")
-    declared = _TYPES.get(dotted(type_node), "") if type_node is not None else "str"
+    declared = TYPES.get(dotted(type_node), "") if type_node is not None else "str"
     if "default" not in kw:
         return RawKnob(dest, declared, None, flag=flag, source=where, help=help_text, note="no default")
     ok, default = r.literal(kw["default"])
@@ -293,7 +288,7 @@ def read_dataclasses(classes: list[tuple[ParsedFile, cst.ClassDef]], cli: str) -
             if not isinstance(ann.target, cst.Name):
                 continue
             name = ann.target.value
-            declared = _TYPES.get(dotted(ann.annotation.annotation), "")
+            declared = TYPES.get(dotted(ann.annotation.annotation), "")
             where = r.where(stmt)
             help_text = _trailing_comment(stmt)
             value = ann.value

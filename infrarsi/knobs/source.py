@@ -108,6 +108,14 @@ def dotted(node: cst.BaseExpression | None) -> str:
     return ""
 
 
+def string_literal(node: cst.BaseExpression | None) -> str | None:
+    """The text of a string literal (plain or implicitly concatenated), else None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class LocalImport:
     path: str

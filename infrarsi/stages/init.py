@@ -129,7 +129,7 @@ def _owner_tables(repo: Path, warnings: list[str]) -> dict[str, Any]:
     except ContractError as error:
         warnings.append(f"the previous contract's [sandbox] and [verify] are not kept: {error}")
         return {}
-    return {name: getattr(previous, name) for name in POLICY_TABLES if getattr(previous, name) is not None}
+    return {name: table for name in POLICY_TABLES if (table := getattr(previous, name)) is not None}
 
 
 def init(

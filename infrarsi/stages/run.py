@@ -442,20 +442,20 @@ def _conclude(session: _Session, context, result: RunResult) -> None:
 
 
 def _verify(session: _Session, context, result: RunResult) -> None:
-    history = session.store.history()
-    top = context.to_verify(history, session.contract.verify_policy.candidates)
+    contract = session.contract
+    policy = contract.verify_policy
+    top = context.to_verify(session.store.history(), policy.candidates)
     if not top:
         result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
         return
-    contract = session.contract
 
     def run_one(cand: Candidate, _round: int, steps: int) -> TrialResult:
         return session.execute(cand, "verification", reason=f"re-verification, {steps} steps", steps=steps)
 
     result.verdicts, _ = interleave(
         top, context.baseline(), run_one,
-        rounds=Rounds.of(contract.verify_policy), lengths=session.lengths, floor=result.promotion_floor,
+        rounds=Rounds.of(policy), lengths=session.lengths, floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: _declared_startup(contract, cand),
         untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches))
