@@ -162,6 +162,12 @@ class Workload:
     measured_steps: int
     planned_steps: int
     """How many steps the real job runs: start-up costs are amortized over this."""
+    planned_from: str = ""
+    """Where ``planned_steps`` came from, in words (a step knob, ``--planned-steps``, epochs x the
+    steps an epoch doctor measured, or the trial's own length for want of either)."""
+    epochs: int = 0
+    """The job's epoch count when its length is counted in epochs only (no step knob): doctor measures
+    the steps an epoch and sets ``planned_steps`` (and this to 0); 0 otherwise."""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -189,6 +195,8 @@ class Workload:
                 raise ContractError(f"workload.{name}", "must not be negative (0: unknown until doctor measures it)")
         if self.warmup_steps < 0:
             raise ContractError("workload.warmup_steps", "must not be negative")
+        if self.epochs < 0:
+            raise ContractError("workload.epochs", "must not be negative (0: the job's length is counted in steps)")
 
     @property
     def total_steps(self) -> int:

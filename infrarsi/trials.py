@@ -86,6 +86,8 @@ class TrialResult:
     """Launch to the moment InfraRSI told the last of the job's stepping processes to stop."""
     steps_run: int = 0
     """Steps the run made (warm-up included)."""
+    steps_per_epoch: int | None = None
+    """Steps in one pass over the training loader, as the launcher counted them (None: unknown)."""
     wall_s: float = 0.0
     """The trial's whole cost in seconds."""
     phases: dict[str, float] = field(default_factory=dict)

@@ -118,7 +118,8 @@ def render(result: InitResult) -> None:
     console.print(
         f"workload: {tokens} tokens/step = {w.global_batch or '?'} sequences × {w.seq_len or '?'} tokens; "
         f"seed {w.seed}; {w.warmup_steps} warm-up + {w.measured_steps} measured steps per trial, "
-        f"{w.planned_steps} in the real job"
+        f"{w.planned_steps} in the real job ({w.planned_from or 'as written'})"
+        + (" until doctor counts the steps an epoch" if w.epochs else "")
     )
     console.print(f"memory budget: {contract.memory.budget_bytes / GIB:.2f} GiB ({contract.memory.device})")
     console.print(f"editable: {', '.join(result.editable)}" + (

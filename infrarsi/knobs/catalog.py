@@ -127,6 +127,15 @@ def classify(knob: RawKnob, names: list[str]) -> Rule:
     return Rule("unknown", "")
 
 
+def counts_epochs(knob: RawKnob) -> bool:
+    """Whether the knob is the job's number of passes over its data (``--epochs``, or an ``--niter``
+    whose help says "number of epochs to train for")."""
+    text = knob.help.lower()
+    named = _match(knob.name, r"(max|num|n|train|num_train)?_?epochs?")
+    return isinstance(knob.default, (int, float)) and not isinstance(knob.default, bool) and (
+        named or re.search(r"\b(number of|how many) (training )?epochs\b|\bepochs to train\b", text) is not None)
+
+
 _SWITCHES = ("compile", "activation_checkpointing", "attention_impl", "matmul_precision", "fsdp", "dtype",
              "ddp_static_graph", "ddp_grad_as_bucket_view", "dataloader_pin_memory", "dataloader_persistent")
 """Roles whose knob, when an int, switches a feature on and off."""

@@ -178,6 +178,8 @@ class Report:
     budget_bytes: int
     tokens_per_step: int
     planned_steps: int
+    planned_from: str
+    """Where the job's length came from (``Workload.planned_from``)."""
     noise_floor: float
     promotion_floor: float
     peak_flops: str
@@ -338,6 +340,7 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         started=run.started, priors_source=run.priors_source, hardware=doctor.hardware.describe(),
         device=contract.memory.device, budget_bytes=contract.memory.budget_bytes,
         tokens_per_step=contract.workload.tokens_per_step, planned_steps=contract.workload.planned_steps,
+        planned_from=contract.workload.planned_from,
         noise_floor=run.noise_floor, promotion_floor=run.promotion_floor, peak_flops=peak, baseline=baseline,
         promoted=promoted,
         job_speedup=run.promoted.job_speedup if run.promoted else None,

@@ -15,6 +15,7 @@ is their mean, FLOPs are summed, peak memory is the largest.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,6 +65,9 @@ class RunReport:
     """Launch to the start of step 0 (its first forward or backward), by InfraRSI's clock."""
     flops_per_step: int | None = None
     """All ranks' FLOPs of one warm-up step, counted by FlopCounterMode."""
+    steps_per_epoch: int | None = None
+    """Optimizer steps in one pass over the training loader (its length over the batches a step
+    draws), from rank 0's records; None when the job draws no batches from a sized DataLoader."""
     params_pid: int | None = None
     """The pid (as the job saw it) of rank 0's process when it wrote its exit record: its
     parameters are in ``params-<pid>.pt`` beside the channel."""
@@ -117,6 +121,8 @@ class StepFeed:
         report.model_facts = {k: int(v) for k, v in self._model.items()
                               if k not in ("kind", "rank", "pid", "t") and isinstance(v, (int, float))}
         streams = self._stepping()
+        if streams:
+            report.steps_per_epoch = steps_per_epoch([a.record for a in streams[0].steps])
         exited = [s for s in streams if s.exit]
         for stream in exited:
             peak = int(stream.exit.get("peak_bytes") or 0)
@@ -271,3 +277,14 @@ def mean_phases(steps: list[Step]) -> dict[str, float]:
         return {}
     names = sorted({name for s in phased for name in s.phases})
     return {name: sum(s.phases.get(name, 0.0) for s in phased) / len(phased) for name in names}
+
+
+def steps_per_epoch(records: list[dict]) -> int | None:
+    """One pass of the loader most steps drew from, in steps: its length over the median batches a
+    step drew (an accumulating step draws several)."""
+    drawn = [r["batches"] for r in records if isinstance(r.get("batches"), int) and r["batches"] > 0]
+    lengths = [r["epoch_batches"] for r in records if isinstance(r.get("epoch_batches"), int) and r["epoch_batches"] > 0]
+    if not drawn or not lengths:
+        return None
+    length = max(set(lengths), key=lengths.count)
+    return math.ceil(length / statistics.median(drawn))

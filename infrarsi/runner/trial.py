@@ -402,6 +402,7 @@ class _Trial:
         r.model_facts = report.model_facts
         r.source = report.source
         r.steps_run = len(report.steps)
+        r.steps_per_epoch = report.steps_per_epoch
         if report.flops_per_step is not None:
             r.flops_per_step, r.flops_source = float(report.flops_per_step), "FlopCounterMode"
         if report.exit_device == "cuda":

@@ -121,6 +121,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
                                         f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
         runs.append(result)
     contract = with_measured_workload(contract, runs)
+    contract = with_measured_length(contract, runs, on_event)
     lengths, checksums, length_warning = _checksums(repo, contract, _verification_lengths(contract, runs), runs[0],
                                                     log_root, on_event, sandbox)
 
@@ -272,6 +273,25 @@ def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contr
     global_batch = w.global_batch or sequences or tokens_per_step // seq_len
     return replace(contract, workload=replace(w, tokens_per_step=tokens_per_step, seq_len=seq_len,
                                               global_batch=global_batch))
+
+
+def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: EventSink = ignore) -> Contract:
+    """An epoch-counted job's length: its epochs x the steps an epoch the launcher counted (the
+    training loader's length over the batches a step draws), the same in every baseline run."""
+    w = contract.workload
+    if not w.epochs:
+        return contract
+    counted = {r.steps_per_epoch for r in runs}
+    if len(counted) != 1 or None in counted:
+        on_event(Event("doctor", "log", f"the job runs {w.epochs} epochs, but the steps an epoch were not counted "
+                                        f"alike in the baseline runs ({sorted(counted, key=str)}): it stays "
+                                        f"{w.planned_steps} steps"))
+        return contract
+    per_epoch = counted.pop()
+    planned = w.epochs * per_epoch
+    said = f"{w.planned_from} x {per_epoch} steps an epoch (the training loader's length, counted by doctor)"
+    on_event(Event("doctor", "log", f"the real job: {planned} steps = {said}"))
+    return replace(contract, workload=replace(w, planned_steps=planned, planned_from=said, epochs=0))
 
 
 def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:

@@ -47,7 +47,7 @@ from infrarsi.contract import (
     load_contract,
     save_contract,
 )
-from infrarsi.knobs.catalog import domain
+from infrarsi.knobs.catalog import counts_epochs, domain
 from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
@@ -361,6 +361,7 @@ class _Facts:
     seq_len_knob: str = ""
     seed: int | None = None
     steps: RawKnob | None = None
+    epochs: RawKnob | None = None
 
 
 def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
@@ -382,6 +383,8 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
             facts.seed = k.default
         elif roles[k.name] == "steps" and isinstance(k.default, int) and facts.steps is None:
             facts.steps = k
+        elif roles[k.name] in ("unknown", "workload") and counts_epochs(k) and facts.epochs is None:
+            facts.epochs = k
     micro = [k for k in found.knobs if roles[k.name] == "micro_batch" and isinstance(k.default, int)]
     accum = [k for k in found.knobs if roles[k.name] == "grad_accum" and isinstance(k.default, int)]
     if not facts.global_batch_knob:
@@ -470,8 +473,17 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
             "no step-count knob (max_iters, steps, …): the launcher stops each trial after "
             f"{warmup} warm-up + {measured} measured steps"
         )
-    if planned is None:
-        planned = steps.default if steps is not None else warmup + measured
+    epochs = 0
+    if planned is not None:
+        planned_from = "--planned-steps"
+    elif steps is not None:
+        planned, planned_from = steps.default, f"{steps.flag or steps.name} = {steps.default}"
+    elif facts.epochs is not None and int(facts.epochs.default) > 0:
+        # Counted in epochs: doctor measures the steps an epoch and sets the real length.
+        epochs = int(facts.epochs.default)
+        planned, planned_from = warmup + measured, f"{epochs} epochs ({facts.epochs.flag or facts.epochs.name})"
+    else:
+        planned, planned_from = warmup + measured, "no step or epoch count: one trial's length"
     if facts.seed is None:
         warnings.append("no seed knob: the loss invariant needs the script to seed itself the same way every run")
     return Workload(
@@ -495,6 +507,8 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
         warmup_steps=warmup,
         measured_steps=measured,
         planned_steps=planned,
+        planned_from=planned_from,
+        epochs=epochs,
     )
 
 

@@ -140,6 +140,8 @@ class _Observer:
         self.losses = []
         self.tokens = 0
         self.samples = 0
+        self.batches = 0
+        self.epoch_batches = None
         self.flop_mode = None
         self.peak = 0
         self.control = None
@@ -216,6 +218,11 @@ class _Observer:
         if self.optimizers_made == 0:
             self.boundary("backward")
 
+    def fetched(self, epoch_batches) -> None:
+        """A DataLoader gave the job a batch; its loader makes ``epoch_batches`` a pass (None: no length)."""
+        self.batches += 1
+        self.epoch_batches = epoch_batches
+
     def after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if id(optimizer) not in self.optimizers:
             self.optimizers[id(optimizer)] = weakref.ref(optimizer)
@@ -248,7 +255,7 @@ class _Observer:
             loss = sum(float(x) for x in self.losses) if self.losses else None
             tokens = self.tokens or None
         record = {"kind": "step", "step": self.step, "via": via, "loss": loss, "tokens": tokens,
-                  "samples": self.samples or None}
+                  "samples": self.samples or None, "batches": self.batches, "epoch_batches": self.epoch_batches}
         if self.flop_mode is not None:
             self.flop_mode.__exit__(None, None, None)
             record["flops"] = int(self.flop_mode.get_total_flops())
@@ -263,7 +270,7 @@ class _Observer:
             self.control = _Control(self.channel)
         sent = self.channel.send(record)
         self.step += 1
-        self.losses, self.tokens, self.samples = [], 0, 0
+        self.losses, self.tokens, self.samples, self.batches = [], 0, 0, 0
         if sent and self.control.stop_here():
             if via != "probe" and 0 < self.probe_calls == self.step - 1:
                 # The script calls probe.step() after every step: wait for this one's phases.
@@ -462,6 +469,8 @@ def _install(torch) -> None:
 
     torch.autograd.backward = _like(observed_backward, backward)
 
+    _count_batches(torch, obs)
+
     scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
     if scaler is not None:
         scale = scaler.scale
@@ -482,6 +491,26 @@ def _install(torch) -> None:
 
     atexit.register(at_exit)
     os.register_at_fork(after_in_child=forked)
+
+
+def _count_batches(torch, obs) -> None:
+    """Batches drawn from DataLoaders per step, and the length of the loader they came from: an
+    epoch-counted job's length is its epochs x (loader length / batches per step)."""
+    from torch.utils.data import dataloader
+
+    fetch = dataloader._BaseDataLoaderIter.__next__
+
+    def counted_next(self):
+        batch = fetch(self)
+        if not hasattr(self, "_infrarsi_len"):
+            try:
+                self._infrarsi_len = len(self)
+            except TypeError:  # an iterable dataset has no length
+                self._infrarsi_len = None
+        obs.fetched(self._infrarsi_len)
+        return batch
+
+    dataloader._BaseDataLoaderIter.__next__ = _like(counted_next, fetch)
 
 
 def _install_safely(torch) -> None:
