@@ -344,7 +344,10 @@ def _compose(repo: Path, config_dir: PurePosixPath, primary: PurePosixPath, args
             spec = entry.package or _header(repo / rel) or "_group_"
             leaves = nested_leaves(read_table(repo / rel, rel.as_posix()), _package(spec, entry.group))
         else:
-            if entry.option is not None:  # null: the group has no file on purpose
+            if entry.option == "???":
+                out.warnings.append(f"{primary}: config group {entry.group} is mandatory (???) and the command "
+                                    "chooses no file for it: nothing read for it")
+            elif entry.option is not None:  # null: the group has no file on purpose
                 out.warnings.append(f"{primary}: config group {entry.group}'s choice {entry.option!r} is not one file "
                                     "name: nothing read for it")
             continue

@@ -244,11 +244,11 @@ def _read(repo: Path, entry: str, args: list[str]):
 
 
 def test_a_defaults_lists_other_forms(tmp_path):
-    # A config by name at the root, a null group, a mandatory group the command fills, an entry
-    # that is neither form, and a missing file the command chose.
+    # A config by name at the root, a null group, mandatory groups (one the command fills), an
+    # entry that is neither form, several options (not read), and a missing file the command chose.
     conf = tmp_path / "conf"
     for rel, text in {"base.yaml": "width: 8\n", "config.yaml": "defaults: [base, {db: null}, {opt: '???'},"
-                      " [bad], {model: tiny}]\nwidth: 16\n", "opt/sgd.yaml": "lr: 0.5\n", "model/.keep": ""}.items():
+                      " [bad], {model: tiny}, {loss: '???'}, {aug: [a, b]}]\nwidth: 16\n", "opt/sgd.yaml": "lr: 0.5\n", "model/.keep": ""}.items():
         (conf / rel).parent.mkdir(parents=True, exist_ok=True)
         (conf / rel).write_text(text)
     (tmp_path / "app.py").write_text(
@@ -260,6 +260,9 @@ def test_a_defaults_lists_other_forms(tmp_path):
         "conf/config.yaml: defaults entry ['bad'] is not read (not a config name or `group: option`)",
         "conf/model/huge.yaml, which conf/config.yaml's defaults list or the command chooses for config group "
         "model, is not in the repository: nothing read from it",
+        "conf/config.yaml: config group loss is mandatory (???) and the command chooses no file for it: nothing read "
+        "for it",
+        "conf/config.yaml: config group aug's choice ['a', 'b'] is not one file name: nothing read for it",
     ]
     assert found.choosers == {"opt": "chooses config group opt's file conf/opt/sgd.yaml",
                               "model": "chooses config group model's file conf/model/huge.yaml"}
