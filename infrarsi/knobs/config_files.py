@@ -72,7 +72,7 @@ def _leaves(doc: object, out: dict[str, KnobValue]) -> None:
             _leaves(item, out)
 
 
-def _read_table(path: Path, shown: str) -> dict:
+def read_table(path: Path, shown: str) -> dict:
     """The YAML or JSON file's top-level table."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -86,28 +86,28 @@ def _read_table(path: Path, shown: str) -> dict:
 
 def read_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
     """Scalar settings of a YAML or JSON file, by key."""
-    doc = _read_table(path, shown)
+    doc = read_table(path, shown)
     out: dict[str, KnobValue] = {}
     _leaves(doc, out)
     return out
 
 
-def read_nested_data_config(path: Path, shown: str) -> dict[str, KnobValue]:
-    """Scalar settings of a YAML or JSON file by dotted path (``trainer.max_iters``), as Hydra and
-    OmegaConf address them; Hydra's ``defaults`` list and mandatory ``???`` values are left out."""
-    doc = _read_table(path, shown)
+def nested_leaves(doc: dict, package: str = "") -> dict[str, KnobValue]:
+    """Scalar settings of a table by dotted path (``trainer.max_iters``), as Hydra and OmegaConf
+    address them, under ``package`` (a dotted path; empty: the root). Hydra's ``defaults`` list and
+    mandatory ``???`` values are left out."""
     out: dict[str, KnobValue] = {}
 
-    def walk(node: dict, prefix: str) -> None:
+    def walk(node: dict, prefix: str, top: bool) -> None:
         for key, value in node.items():
-            if not isinstance(key, str) or (not prefix and key == "defaults"):
+            if not isinstance(key, str) or (top and key == "defaults"):
                 continue
             if isinstance(value, dict):
-                walk(value, f"{prefix}{key}.")
+                walk(value, f"{prefix}{key}.", False)
             elif is_knob_value(value) and value != "???":
                 out[f"{prefix}{key}"] = value
 
-    walk(doc, "")
+    walk(doc, f"{package}." if package else "", True)
     return out
 
 

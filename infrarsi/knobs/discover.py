@@ -7,7 +7,10 @@
 - dataclass: fields of ``@dataclass`` configs the entry point instantiates or hands to a parser
   (tyro, HfArgumentParser pass them as flags; otherwise their defaults are rewritten in source);
 - click, typer, fire: the parameters of the command function the library calls
-  (``infrarsi.knobs.cli_libraries``).
+  (``infrarsi.knobs.cli_libraries``);
+- nested: the leaves of a config node merged with ``--trainer.num_workers=2`` overrides, of the
+  Hydra config ``@hydra.main`` composes (its config groups included) or of an ml_collections
+  ``ConfigDict`` behind an absl ``config_flags`` flag (``infrarsi.knobs.nested``).
 
 A knob the search cannot pass (no default, a default computed at run time, an ``append``
 action…) is returned in ``skipped`` with the reason, never guessed.
@@ -17,12 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import libcst as cst
 
 from infrarsi.contract import KnobValue
 from infrarsi.knobs.entry import EntryPoint
-from infrarsi.knobs.nested import hydra_settings, nested_settings
+from infrarsi.knobs.nested import nested_config
 from infrarsi.knobs.source import (
     ParsedFile,
     dotted,
@@ -338,7 +342,9 @@ def _reachable(repo: Path, entry: EntryPoint) -> tuple[list[ParsedFile], dict[st
     return readers, imported
 
 
-def discover(repo: Path, entry: EntryPoint) -> Discovery:
+def discover(repo: Path, entry: EntryPoint, args: Sequence[str] = (), cwd: str = ".") -> Discovery:
+    """The knobs ``entry`` reads; ``args``: the script's arguments on the owner's command, run in
+    ``cwd`` (repo-relative), which choose the config files a nested config is read from."""
     readers, imported = _reachable(repo, entry)
     files = [r.rel for r in readers]
     entry_reader = readers[0]
@@ -369,16 +375,20 @@ def discover(repo: Path, entry: EntryPoint) -> Discovery:
                         "defaults in source (knobs.*.flag is empty)"
                     )
     if not found:
-        nested = nested_settings(readers) or hydra_settings(repo, entry_reader)
-        if nested:
+        nested = nested_config(repo, readers, args, cwd)
+        warnings += nested.warnings
+        if nested.settings:
             style = "nested"
             found = [RawKnob(s.path, type_name(s.value), s.value, help=s.builder, flag=s.flag, source=s.source)
-                     for s in nested]
+                     for s in nested.settings]
+            # Skipped, so the command's setting of them stays as written and no knob is made of it.
+            found += [RawKnob(flag.lstrip("-+"), "str", None, flag=flag, source="command", note=why)
+                      for flag, why in nested.choosers.items()]
     if not found:
         warnings.append(
             f"{entry.path} reads no knobs (no argparse arguments, click/typer/fire command parameters, "
-            "configurator globals, dataclass config, config node merged with command-line overrides or Hydra config): "
-            "nothing to tune but patches"
+            "configurator globals, dataclass config, config node merged with command-line overrides, Hydra config "
+            "or ml_collections config flag): nothing to tune but patches"
         )
     return Discovery(
         style=style,

@@ -233,7 +233,8 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         if launcher not in ("python", "torchrun"):
             raise DiscoveryError(f"launcher must be python or torchrun, got {launcher!r}")
         ep = EntryPoint(ep.path, ep.wrapper, launcher, "chosen with --launcher", ep.trains, ep.why)
-    found = discover(repo, ep)
+    args, cwd = (user.command.script_args, user.cwd) if user is not None else ([], ".")
+    found = discover(repo, ep, args, cwd)  # the command chooses a nested config's files
     readers = [ParsedFile(ep.path, ep.wrapper), *(ParsedFile(rel, parse(repo, rel)) for rel in found.files[1:])]
     settings = framework_settings(readers)
     found.knobs = with_settings(found.knobs, settings)
