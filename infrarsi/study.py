@@ -1,4 +1,5 @@
-"""The trial store: an Optuna study (ask/tell) holding every trial's full result.
+"""The trial store: an Optuna study holding every trial's full result, each trial begun with the
+candidate a strategy's sampler chose (the study's own sampler is never asked).
 
 SQLite under ``.infrarsi/`` by default, any Optuna storage URL otherwise (PostgreSQL for a team,
 ``journal:<file>`` for a journal file), so a stopped run continues where it was and several workers
@@ -155,7 +156,7 @@ class StoredTrial:
 
 
 class TrialStore:
-    """Ask/tell over one Optuna study, in InfraRSI's terms."""
+    """Begin/finish over one Optuna study, in InfraRSI's terms."""
 
     def __init__(self, study: optuna.Study, contract: Contract, patches: list[str]):
         self.study = study
