@@ -76,6 +76,7 @@ class _Run:
         self.rank = rank
         self.table = table
         self.strategy = make_strategy(method, table, seed, bank_url)
+        # As the run stage's store: every candidate given, the study's own sampler never asked.
         self.store = TrialStore(optuna.create_study(direction="minimize"), table.contract, table.patches)
         self.execute_result = execute
         self.history: list[TrialResult] = []
