@@ -28,7 +28,7 @@ def proposals(repo: Path, trials: int | None, sampler: str) -> list[dict]:
     if doctor is None or run is None:
         raise SystemExit(f"{repo}: no doctor.json or run.json; run `infrarsi optimize` there first")
     validated = [c.name for c in run.patch_checks if c.status == "validated"]
-    strategy = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, use_bank=False)
+    strategy = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor)
     store = TrialStore.open(contract, validated, storage_url=run.storage_url or default_storage_url(repo))
     strategy.prepare(SearchSpace.from_contract(contract, validated))
     history = [t for t in store.history() if t.candidate is not None]

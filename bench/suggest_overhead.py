@@ -18,8 +18,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.memory_model import MemoryModel
-from infrarsi.search.samplers import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import (
     DENSE_MEM,

@@ -1,4 +1,5 @@
-"""The trial store: an Optuna study (ask/tell) holding every trial's full result.
+"""The trial store: an Optuna study holding every trial's full result, each trial begun with the
+candidate a strategy's sampler chose (the study's own sampler is never asked).
 
 SQLite under ``.infrarsi/`` by default, any Optuna storage URL otherwise (PostgreSQL for a team,
 ``journal:<file>`` for a journal file), so a stopped run continues where it was and several workers
@@ -127,6 +128,20 @@ def from_params(params: dict[str, Any]) -> Candidate:
     return Candidate(knobs=knobs, patches=patches)
 
 
+def outcome(result: TrialResult, contract: Contract) -> tuple[TrialState, float | None]:
+    """What a trial's result is to Optuna: its job seconds (complete), pruned (aborted as slow), or failed."""
+    value = job_seconds(result, contract.workload.planned_steps) if result.ok else None
+    if value is not None and math.isfinite(value):
+        return TrialState.COMPLETE, value
+    return (TrialState.PRUNED if result.status is TrialStatus.ABORTED_SLOW else TrialState.FAIL), None
+
+
+def memory_constraint(result: TrialResult, contract: Contract) -> float:
+    """Optuna's constraint convention for memory (feasible at zero or less): an OOM is positive (the excess)."""
+    over = (result.peak_bytes or contract.memory.budget_bytes) - contract.memory.budget_bytes
+    return float(max(over, 1) if result.status is TrialStatus.OOM else -1)
+
+
 def grace_period_s(storage: optuna.storages.BaseStorage) -> float:
     backend = adapter.backend(storage)
     interval = adapter.heartbeat_interval(backend) or 0
@@ -141,49 +156,33 @@ class StoredTrial:
 
 
 class TrialStore:
-    """Ask/tell over one Optuna study, in InfraRSI's terms."""
+    """Begin/finish over one Optuna study, in InfraRSI's terms."""
 
-    def __init__(self, study: optuna.Study, contract: Contract, patches: list[str], *, oom_as_constraint: bool = False):
-        """``oom_as_constraint``: every finished trial carries the memory constraint, as Optuna's
-        constrained samplers (GP) need: they refuse a study where some trials have it and others not."""
+    def __init__(self, study: optuna.Study, contract: Contract, patches: list[str]):
         self.study = study
         self.contract = contract
         self.patches = patches
-        self.oom_as_constraint = oom_as_constraint
 
     @classmethod
-    def open(
-        cls,
-        contract: Contract,
-        patches: list[str],
-        *,
-        storage_url: str,
-        sampler: optuna.samplers.BaseSampler | None = None,
-        oom_as_constraint: bool = False,
-    ) -> TrialStore:
+    def open(cls, contract: Contract, patches: list[str], *, storage_url: str) -> TrialStore:
+        # The study's own sampler is never asked: every candidate comes from a strategy's sampler
+        # (Optuna's included, over a study of its own: search/optuna_samplers.py).
         study = optuna.create_study(
             study_name=study_name(contract),
             storage=open_storage(storage_url),
-            sampler=sampler,
+            sampler=optuna.samplers.RandomSampler(),
             direction="minimize",
             load_if_exists=True,
         )
-        return cls(study, contract, patches, oom_as_constraint=oom_as_constraint)
+        return cls(study, contract, patches)
 
-    def begin(self, candidate: Candidate | None, kind: str) -> optuna.Trial:
-        """Start a trial: a given candidate or the study sampler's choice.
-
-        A given candidate is created in one storage transaction with its params and kind (not
-        enqueued and asked: with several workers on one study, an ask pops whichever worker's
-        enqueued trial is oldest). Its heartbeat starts at once, so a worker killed right after
-        still leaves a trial that goes stale and is failed."""
-        if candidate is None:
-            trial = self.study.ask(distributions(self.contract, self.patches))
-            trial.set_user_attr(KIND_ATTR, kind)
-            trial.set_user_attr(BEGAN_ATTR, time.time())
-        else:
-            trial = self._create(to_params(candidate, self.contract, self.patches),
-                                 distributions(self.contract, self.patches), kind)
+    def begin(self, candidate: Candidate, kind: str) -> optuna.Trial:
+        """Start a trial of ``candidate``, created in one storage transaction with its params and
+        kind (not enqueued and asked: with several workers on one study, an ask pops whichever
+        worker's enqueued trial is oldest). Its heartbeat starts at once, so a worker killed right
+        after still leaves a trial that goes stale and is failed."""
+        trial = self._create(to_params(candidate, self.contract, self.patches),
+                             distributions(self.contract, self.patches), kind)
         self._beat(adapter.trial_id(trial))
         return trial
 
@@ -248,16 +247,8 @@ class TrialStore:
 
     def finish(self, trial: optuna.Trial, result: TrialResult) -> None:
         trial.set_user_attr(RESULT_ATTR, result.to_dict())
-        value = job_seconds(result, self.contract.workload.planned_steps) if result.ok else None
-        if self.oom_as_constraint:
-            over = (result.peak_bytes or self.contract.memory.budget_bytes) - self.contract.memory.budget_bytes
-            trial.set_constraint("memory", float(max(over, 1) if result.status is TrialStatus.OOM else -1))
-        if value is not None and math.isfinite(value):
-            self.study.tell(trial, value)
-        elif result.status is TrialStatus.ABORTED_SLOW:
-            self.study.tell(trial, state=TrialState.PRUNED)
-        else:
-            self.study.tell(trial, state=TrialState.FAIL)
+        state, value = outcome(result, self.contract)
+        self.study.tell(trial, value, state=state)
 
     def interrupted(self, trial: optuna.Trial, wall_s: float) -> None:
         """A trial stopped by the user or a dying worker: failed, its cost kept, never a verdict on the candidate."""

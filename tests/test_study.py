@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.study import (
     INTERRUPTED_ATTR,
-    KIND_ATTR,
     PATCH_PREFIX,
     TrialStore,
     distributions,
@@ -108,34 +106,6 @@ def test_each_status_lands_in_the_study_state_it_means(tmp_path):
     assert [s.result.status for s in store.trials()] == [status for status, _state in cases]
     assert [s.kind for s in store.trials(("search",))] == ["search"] * 3
     assert [s.number for s in store.trials(("baseline", "verification"))] == [0, 5]
-
-
-def test_oom_as_a_constraint_for_optunas_constrained_samplers(tmp_path):
-    gp = optuna.samplers.GPSampler(seed=0, n_startup_trials=2)
-    store = TrialStore.open(contract(), [], storage_url=url(tmp_path), sampler=gp, oom_as_constraint=True)
-    small, two = Candidate(knobs={"micro_batch_size": 1}), Candidate(knobs={"micro_batch_size": 2})
-    # Every kind of trial carries the constraint: GP refuses a study where only some do (the run
-    # stage's baseline and validations once finished without it, and GP's first own ask failed).
-    for cand, kind, status in ((small, "baseline", TrialStatus.OK), (two, "search", TrialStatus.OK),
-                               (BIG, "search", TrialStatus.OOM)):
-        store.finish(store.begin(cand, kind), result(cand, status))
-    # Optuna's constraint convention: feasible at zero or less, so an OOM is positive (the excess).
-    assert [t.constraints for t in store.study.trials] == [{"memory": -1.0}, {"memory": -1.0},
-                                                          {"memory": 140 * 2**20 - 2**27}]
-    asked = store.begin(None, "search")  # GP's own choice, past its start-up trials
-    assert store.candidate_of(asked).knobs
-
-
-def test_the_sampler_chooses_when_no_candidate_is_given(tmp_path):
-    c = contract()
-    store = TrialStore.open(c, PATCHES, storage_url=url(tmp_path), sampler=optuna.samplers.RandomSampler(seed=3))
-    chosen = [store.candidate_of(store.begin(None, "search")) for _ in range(5)]
-    for cand in chosen:
-        assert {k: v in next(x.domain for x in c.knobs if x.name == k) for k, v in cand.knobs.items()} == \
-            {k.name: True for k in c.tunable}
-        assert set(cand.patches) <= set(PATCHES)
-    assert len({cand.key() for cand in chosen}) > 1
-    assert all(t.user_attrs[KIND_ATTR] == "search" for t in store.study.trials)
 
 
 def test_an_interrupted_trial_is_failed_with_its_cost_and_no_result(tmp_path):

@@ -41,7 +41,7 @@ from bench.sim.space import SPACES
 from bench.sim.sweep import SweepStrategy
 from bench.tuners import metrics
 from bench.tuners.fixture import ROOT
-from bench.tuners.methods import strategy
+from bench.tuners.methods import experience, strategy
 from bench.tuners.replay import BAD_RUN_CV, BAD_RUN_SD, record_bank, replay
 from infrarsi.bank import BestConfig, EffectFinding
 from infrarsi.priors.types import setting_key
@@ -202,11 +202,11 @@ def wrong_bank(table: SimTable, bank_url: str) -> None:
                                          time_sd=BAD_RUN_SD, n=1, noise_cv=BAD_RUN_CV))
     fitting = [c for c in space.all_candidates() if table.result(c).ok]
     slowest = max(fitting, key=lambda c: table.result(c).step_s)
-    plan = make_strategy("infrarsi+badbank", table, 0, bank_url)
-    plan.bank.record_run(signature=plan.signature, hardware_id=table.hardware.id, hardware=table.hardware.describe(),
+    bank = experience(table, bank_url)
+    bank.bank.record_run(signature=bank.signature, hardware_id=table.hardware.id, hardware=table.hardware.describe(),
                          effects=effects, best=[BestConfig(candidate=slowest, speedup=WRONG_SPEEDUP,
                                                            interval=(WRONG_SPEEDUP, WRONG_SPEEDUP))])
-    plan.bank.close()
+    bank.bank.close()
 
 
 def transfer(seeds: int, trials: int, bank_runs: int, tmp: Path,

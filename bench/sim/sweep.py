@@ -47,7 +47,7 @@ class ZeroMicroSweep(Sampler):
 class SweepStrategy(Strategy):
     """The run stage's ``Strategy`` with the sweep as its sampler (ranked by measurement)."""
 
-    def prepare(self, space: SearchSpace) -> None:
+    def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> None:
         self.space = space
         self.sampler = ZeroMicroSweep(space)
 

@@ -5,8 +5,8 @@
 
 A replayed run does what ``infrarsi.stages.run`` does: the baseline, each patch alone on the
 baseline (validation), then search trials with the abort bound at 1.5x the incumbent's step time,
-every trial told to an Optuna study through ``TrialStore`` (so TPE/GP see OOM as the run stage
-shows it to them), 20 trials in all, fewer where a method stops by itself. A trial's result is one
+every trial told to an Optuna study through ``TrialStore`` as the run stage records it (TPE/GP
+mirror it in their own study, ``infrarsi.search.optuna_samplers``), 20 trials in all, fewer where a method stops by itself. A trial's result is one
 of the configuration's measured runs (bench/tuners/table.py). After each trial the method's pick
 is what the run stage's re-verification would promote from the candidates it re-verifies
 (``Strategy.top_candidates`` ranked ahead of the baseline: InfraRSI's model ranking, the peers'
@@ -14,16 +14,16 @@ best measured runs): the one whose *verified* speedup, the table's median speedu
 it (1.0 if it ever failed), is highest.
 
 ``infrarsi+bank``: before each seed the experience bank holds the findings of one earlier
-InfraRSI run (no bank, another seed) on the same table, recorded by ``Strategy.record_findings``:
+InfraRSI run (no bank, another seed) on the same table, recorded by ``Experience.record``:
 the same job tuned again on the same machine, the best case for the bank.
 
 ``infrarsi+badbank``: the bank holds the findings of a bad run (``record_bad_bank``): for each
 setting, the slowest measured run of the configuration that changes only that setting against the
-baseline's fastest run, as one trial recorded with the ±1% sd today's ``record_findings`` gives a
+baseline's fastest run, as one trial recorded with the ±1% sd today's ``Experience.record`` gives a
 ridge through few trials, and a run noise CV of 1% (its doctor saw a quiet machine; the trials
 did not). The bank is there to save trials; this arm checks it cannot cost any.
 
-``--overhead``: the wall and CPU time of each method's suggestion (propose + Optuna ask) at 25, 50
+``--overhead``: the wall and CPU time of each method's suggestion (its sampler's ask) at 25, 50
 and 100 trials, on the synthetic 7,680-candidate dense space of bench/suggest_overhead.py (a
 measured table is too small to reach 100 distinct trials).
 """
@@ -42,17 +42,17 @@ from types import SimpleNamespace
 
 import numpy as np
 import optuna
-from optuna.trial import TrialState
 
 from bench.tuners import report
 from bench.tuners.fixture import ROOT
-from bench.tuners.methods import METHODS, strategy
+from bench.tuners.methods import METHODS, experience, strategy
 from bench.tuners.table import Table
 from infrarsi.bank import EffectFinding
 from infrarsi.contract import VerifyPolicy
 from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.records import PatchCheck, Verdict
+from infrarsi.search.optuna_samplers import OptunaSampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.run import ABORT_FACTOR
 from infrarsi.study import TrialStore
@@ -60,11 +60,6 @@ from infrarsi.trials import Candidate, TrialResult
 
 OUT = ROOT / "bench" / "out"
 DOCS = ROOT / "docs" / "benchmarks"
-
-
-MAX_REJECTED = 50
-"""Optuna's asks in a row that the table cannot run (outside a constrained space's valid points)
-given back before the last one is run anyway, as the job would be launched and refused."""
 
 
 class _Run:
@@ -81,27 +76,22 @@ class _Run:
         self.rank = rank
         self.table = table
         self.strategy = make_strategy(method, table, seed, bank_url)
-        study = optuna.create_study(direction="minimize", sampler=self.strategy.optuna_sampler)
-        self.store = TrialStore(study, table.contract, table.patches, oom_as_constraint=self.strategy.oom_as_constraint)
+        # As the run stage's store: every candidate given, the study's own sampler never asked.
+        self.store = TrialStore(optuna.create_study(direction="minimize"), table.contract, table.patches)
         self.execute_result = execute
         self.history: list[TrialResult] = []
         self.records: list[dict] = []
 
-    def execute(self, cand: Candidate | None, kind: str, abort: float | None = None,
+    def execute(self, cand: Candidate, kind: str, abort: float | None = None,
                 asked: tuple[float, float] | None = None, reason: str = ""):
         """``asked``: (wall, CPU) clocks when the proposal was asked for, so the suggestion's cost
-        covers the strategy's propose and Optuna's ask (where TPE and GP decide); ``reason``: why
-        the strategy proposed the candidate (recorded)."""
+        covers the strategy's propose; ``reason``: why the strategy proposed the candidate (recorded)."""
         wall, cpu = asked if asked is not None else (time.perf_counter(), time.process_time())
         trial = self.store.begin(cand, kind)
-        rejected = 0
-        # An Optuna sampler asks over each knob's whole domain; a constrained space's invalid
-        # points are given back to it (failed, no trial spent), as its users reject them.
-        while cand is None and not self.table.space.is_valid(self.store.candidate_of(trial)) \
-                and rejected < MAX_REJECTED:
-            self.store.close(trial, TrialState.FAIL)
-            rejected += 1
-            trial = self.store.begin(None, kind)
+        # An Optuna sampler asks over each knob's whole domain and gives a constrained space's
+        # invalid points back (``max_rejected``), as its users reject them: counted here.
+        sampler = self.strategy.sampler
+        rejected = sampler.rejected if kind == "search" and isinstance(sampler, OptunaSampler) else 0
         cand = self.store.candidate_of(trial)
         ask_s = time.perf_counter() - wall
         ask_cpu = time.process_time() - cpu
@@ -120,14 +110,15 @@ class _Run:
         self.checks = [PatchCheck(name=p, status=self.execute(Candidate(dict(base.knobs), (p,)), "validation").status.value,
                                   reason="", cost_s=0.0) for p in self.table.patches]
         validated = [c.name for c in self.checks if c.status == "ok"]
-        self.strategy.prepare(self.table.search_space(validated))
+        self.strategy.prepare(self.table.search_space(validated), self.table.patches)
         while len(self.records) < trials:
             incumbent = min((t.step_time for t in self.history if t.ok and t.step_time), default=None)
             asked = (time.perf_counter(), time.process_time())
             proposal = self.strategy.propose(self.history)
             if proposal is None:
                 break
-            self.execute(proposal[0], "search", incumbent * ABORT_FACTOR if incumbent else None, asked, proposal[1])
+            self.execute(proposal.candidate, "search", incumbent * ABORT_FACTOR if incumbent else None, asked,
+                         proposal.reason)
         return self.records
 
 
@@ -145,8 +136,6 @@ def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
     earlier = _Run(table, "infrarsi", seed, lambda c, a: table.trial(c, rng, a))
     records = earlier.run(trials)
     pick = next((r["pick"] for r in reversed(records) if r["pick"]), None)
-    with_bank = strategy("infrarsi+bank", table, seed, bank_url)
-    earlier.strategy.bank, earlier.strategy.signature = with_bank.bank, with_bank.signature
     promoted = None
     if pick and table.speedup(pick) > 1.0:
         # Re-verification is not replayed: the pick is recorded at its table speedup.
@@ -154,7 +143,10 @@ def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
         promoted = Verdict(candidate=table.candidate(pick), promoted=True, reason="replay", job_speedup=(s, s, s))
     checks = [PatchCheck(name=c.name, status="validated" if c.status == "ok" else c.status, reason="", cost_s=0.0)
               for c in earlier.checks]
-    earlier.strategy.record_findings(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history)
+    plan = earlier.strategy
+    experience(table, bank_url).record(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history,
+                                       contract=table.contract, space=plan.space, priors=plan.priors,
+                                       noise_cv=plan.noise_cv)
 
 
 BAD_RUN_SD = 0.01
@@ -190,10 +182,10 @@ def bad_findings(table) -> list[EffectFinding]:
 
 def record_bad_bank(table, bank_url: str) -> None:
     """Fill the bank with a bad run's findings (``bad_findings``); it promoted nothing."""
-    with_bank = strategy("infrarsi+badbank", table, 0, bank_url)
-    with_bank.bank.record_run(signature=with_bank.signature, hardware_id=table.hardware.id,
-                              hardware=table.hardware.describe(), effects=bad_findings(table))
-    with_bank.bank.close()
+    bank = experience(table, bank_url)
+    bank.bank.record_run(signature=bank.signature, hardware_id=table.hardware.id,
+                         hardware=table.hardware.describe(), effects=bad_findings(table))
+    bank.bank.close()
 
 
 def replay(table, method: str, seed: int, trials: int, bank_url: str | None = None, *,
@@ -250,7 +242,7 @@ def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, d
                     proposal = run.strategy.propose(run.history)
                     if proposal is None:
                         break
-                    run.execute(proposal[0], "search", None, asked)
+                    run.execute(proposal.candidate, "search", None, asked)
             for n in sizes:
                 if len(run.records) >= n:
                     rec = run.records[n - 1]

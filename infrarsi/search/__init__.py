@@ -5,11 +5,11 @@ the prior as its mean), ``MemoryModel`` (Tobit on log peak; memory prices), ``pr
 (prior vs observed), and samplers sharing ``ask(history) -> Proposal | None``.
 """
 
-from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.calibration import prior_checks
+from infrarsi.search.infrarsi_sampler import InfraRSISampler, Proposal, RankedCandidate
 from infrarsi.search.memory_model import MemoryModel, MemoryPrice
+from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.prior_check import PriorCheck
-from infrarsi.search.samplers import InfraRSISampler, Proposal, RankedCandidate
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimeModel, TimePrediction
 

@@ -1,8 +1,9 @@
 """What every search strategy's sampler is: ``ask(history)`` for the next candidate, ``stop_reason``
 when it has none, and ``ranked`` for what re-verification reruns.
 
-InfraRSI's sampler (``samplers.InfraRSISampler``) and the peers (``baselines``) implement it;
-``tests/search/test_sampler_conformance.py`` runs every strategy of the run stage through it.
+InfraRSI's sampler (``infrarsi_sampler.InfraRSISampler``), the peers (``peer_samplers``) and
+Optuna's (``optuna_samplers``) implement it; ``tests/search/test_sampler_conformance.py`` runs every
+strategy of the run stage through it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def rank_by_measurement(history: list[TrialResult], k: int, planned_steps: int) 
 class Sampler(ABC):
     stop_reason: str = ""
     """Why the last ``ask`` proposed nothing (empty: the space is exhausted, or not asked yet)."""
+    repeats: bool = False
+    """Whether a proposal may be a candidate already measured (Optuna's, as its users run them): the
+    run stage then measures it again instead of giving way to the earlier trial as a duplicate."""
 
     @abstractmethod
     def ask(self, history: list[TrialResult]) -> Proposal | None:

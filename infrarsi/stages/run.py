@@ -17,6 +17,7 @@ import sqlalchemy.exc
 
 from infrarsi import patches as patch_library
 from infrarsi.background import Background
+from infrarsi.bank.experience import Experience
 from infrarsi.contract import Contract, require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.llm import LLMConfig, load_llm_config
@@ -103,7 +104,7 @@ class _Session:
             return "the time budget"
         return ""
 
-    def execute(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None = None,
+    def execute(self, candidate: Candidate, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", exclusive: tuple[str, ...] = (), steps: int | None = None) -> TrialResult | None:
         """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
         first (as one of those kinds) is given up before it runs: None is returned. A disturbed
@@ -160,11 +161,11 @@ class _Session:
         self.on_event(Event("run", "log", f"the machine's normal is now {self.background.normal_cores:.2f} cores of "
                                           f"other processes (a trial above {self.background.limit_cores:.2f} is disturbed)"))
 
-    def _execute_once(self, candidate: Candidate | None, kind: str, *, abort_step_time: float | None,
+    def _execute_once(self, candidate: Candidate, kind: str, *, abort_step_time: float | None,
                       reason: str, exclusive: tuple[str, ...] = (), steps: int | None = None) -> TrialResult | None:
         """One trial, recorded."""
         trial = self.store.begin(candidate, kind)
-        if exclusive and candidate is not None:
+        if exclusive:
             earlier = self.store.earlier_duplicate(trial, exclusive)
             if earlier is not None:
                 self.store.give_up(trial, earlier.number)
@@ -178,7 +179,7 @@ class _Session:
             steps=steps,
             abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
             baseline_steps=self.baseline_steps,
-            one_off_warmup=candidate is not None and _declared_startup(self.contract, candidate) is None,
+            one_off_warmup=_declared_startup(self.contract, candidate) is None,
             timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
@@ -315,12 +316,14 @@ def run(
     device = contract.memory.device
     patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict(), llm=llm)
     storage_url = storage or default_storage_url(repo)
-    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed, llm=llm,
-                           bank_url=bank_url, use_bank=use_bank)
+    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed, llm=llm)
+    experience = Experience.open(bank_url, contract, doctor.model_facts, doctor.hardware) if use_bank else None
+    if experience is not None:
+        advice = experience.advice(contract)
+        context.use_bank(advice.priors, advice.seeds)
     shown_url = hide_password(storage_url)
     try:
-        store = TrialStore.open(contract, patch_names, storage_url=storage_url, sampler=context.optuna_sampler,
-                                oom_as_constraint=context.oom_as_constraint)
+        store = TrialStore.open(contract, patch_names, storage_url=storage_url)
     except sqlalchemy.exc.SQLAlchemyError as err:
         why = str(err.orig if getattr(err, "orig", None) else err).strip().splitlines()[0]
         return RunResult(status=RunStatus.ERROR, message=f"the study storage {shown_url} cannot be opened: "
@@ -358,8 +361,10 @@ def run(
         result.message = "interrupted: every finished trial is kept in the study; run again to continue"
     _summarize(session, context, result, skipped)
     save_run(result, repo)
-    if result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here:  # one worker per round records it
-        context.record_findings(result, store.history())
+    if (experience is not None and context.space is not None  # the search began: there are findings
+            and result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here):  # one worker per round records them
+        experience.record(result, store.history(), contract=contract, space=context.space, priors=context.priors,
+                          noise_cv=context.noise_cv)
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
 
@@ -380,7 +385,7 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
     result.patch_checks = _validate_patches(session, baseline, patch_names)
     validated = [c.name for c in result.patch_checks if c.status == "validated"]
     space = SearchSpace.from_contract(contract, validated)
-    context.prepare(space)
+    context.prepare(space, patch_names)
     given_up = 0
     while True:
         result.search_ended = session.budget_spent()
@@ -400,9 +405,11 @@ def _search(session: _Session, context, patch_names: list[str], result: RunResul
                 continue
             result.search_ended = context.stop_reason
             break
-        candidate, reason = proposal
-        # Two workers can still ask in the same instant: the later-numbered trial gives way.
-        if session.execute(candidate, "search", abort_step_time=abort, reason=reason, exclusive=MEASURING) is None:
+        # Two workers can still ask in the same instant: the later-numbered trial gives way (a
+        # sampler that repeats measured candidates means it: its proposal never gives way).
+        exclusive = () if context.sampler.repeats else MEASURING
+        if session.execute(proposal.candidate, "search", abort_step_time=abort, reason=proposal.reason,
+                           exclusive=exclusive) is None:
             given_up += 1
             if given_up > 20:
                 raise _Stop("gave way to other workers 20 times in a row: the study's running trials look inconsistent")

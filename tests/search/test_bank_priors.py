@@ -12,7 +12,7 @@ import math
 from infrarsi.contract import Knob
 from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.search.calibration import prior_checks
-from infrarsi.search.samplers import InfraRSISampler
+from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import Strategy
 from infrarsi.search.synthetic import contract_with, result

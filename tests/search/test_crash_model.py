@@ -4,7 +4,7 @@ import numpy as np
 
 from infrarsi.contract import Knob
 from infrarsi.search.crash_model import failure_rates, p_runs
-from infrarsi.search.samplers import InfraRSISampler
+from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs, result
 from infrarsi.trials import TrialStatus

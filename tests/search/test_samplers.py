@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.search.baselines import BatchFinderSampler, GreedySampler, RandomSampler
-from infrarsi.search.samplers import InfraRSISampler
+from infrarsi.search.infrarsi_sampler import InfraRSISampler
+from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs, result
 from infrarsi.trials import TrialStatus

@@ -8,7 +8,7 @@ import pytest
 from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.search.acquisition import expected_improvement
 from infrarsi.search.gp import GP
-from infrarsi.search.samplers import CONVERGED_GAIN
+from infrarsi.search.infrarsi_sampler import CONVERGED_GAIN
 from infrarsi.search.synthetic import DENSE_TIME, Surface, result
 from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import TrialStatus

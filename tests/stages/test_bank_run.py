@@ -4,7 +4,7 @@ findings of a busy-machine run, on a job where both are wrong, and a real run on
 The job is the paced stand-in with a hand-written attention (tests/test_data/stages/paced_attention):
 by construction ``threads=2`` makes a step 1.3x faster and the ``sdpa_attention`` patch 0.77x
 the time. The bank says ``threads=2`` is 11.93x slower (one disturbed trial, which today's
-``record_findings`` stores with the ridge's ±1% sd) and SDPA 1.15x slower. The findings are
+``Experience.record`` stores with the ridge's ±1% sd) and SDPA 1.15x slower. The findings are
 planted as a bank written before the run's noise was stored would hold them (no ``noise_cv``).
 """
 
