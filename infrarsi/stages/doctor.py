@@ -295,12 +295,13 @@ def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: 
 
 
 def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
-    """Another micro-batch size that splits the same global batch (and the accumulation that
-    keeps it), nearest the default and, between equally near ones, the smaller: it needs less
-    memory, so it fits whatever budget the default fits. Empty when the contract has no such knob."""
+    """Settings that only reorder the job's float sums: another micro-batch size that splits the same
+    global batch (and the accumulation that keeps it), nearest the default and, between equally near
+    ones, the smaller (it needs less memory, so it fits whatever budget the default fits); else, on a
+    CPU, another thread count (intra-op reductions split another way). Empty when there is neither."""
     micro = [k for k in contract.by_role("micro_batch") if k.type == "int"]
     if not micro:
-        return {}
+        return _other_thread_count(contract)
     knob = micro[0]
     default = int(knob.default)
     accum = [k for k in contract.by_role("grad_accum") if not k.patch]
@@ -311,11 +312,21 @@ def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
         key=lambda v: (abs(math.log(v / default)), v),
     )
     if not choices:
-        return {}
+        return _other_thread_count(contract)
     values: dict[str, KnobValue] = {knob.name: choices[0]}
     if accum:
         values[accum[0].name] = batch.accumulation(per_rank, choices[0])
     return values
+
+
+def _other_thread_count(contract: Contract) -> dict[str, KnobValue]:
+    """The fewest threads other than the default (0 is torch's own count, never fewer than one)."""
+    threads = [k for k in contract.by_role("threads") if k.type == "int" and k.tunable]
+    if contract.memory.device != "cpu" or not threads:
+        return {}
+    knob = threads[0]
+    others = sorted(int(v) for v in knob.domain if int(v) > 0 and int(v) != int(knob.default))
+    return {knob.name: others[0]} if others else {}
 
 
 def _knob_default(contract: Contract, role: str) -> KnobValue | None:
@@ -367,7 +378,7 @@ def summarize(
             warnings.append(f"the reassociation run {reorder_knobs} ended {reorder.status.value}; "
                             "the loss tolerance rests on same-seed repeats and the floor")
     elif not reorder_knobs:
-        warnings.append("the contract has no micro-batch knob to reorder the sums with; the loss "
+        warnings.append("the contract has no micro-batch or thread knob to reorder the sums with; the loss "
                         "tolerance rests on same-seed repeats and the floor")
 
     phases = _phase_split(runs)
