@@ -87,6 +87,8 @@ class Outcome:
     expert_speedup: tuple[float, float, float] | None = None
     expert_clears: bool = False
     points: list[str] = field(default_factory=list)
+    rounds: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """Per point: the whole-process job seconds of each round, the baseline's and its own."""
     infrarsi: str = "—"
     infrarsi_speedup: tuple[float, float, float] | None = None
     trials: int = 0
@@ -94,6 +96,8 @@ class Outcome:
     aborted: int = 0
     false_aborts: int = 0
     problems: list[str] = field(default_factory=list)
+    trial_rows: list[dict] = field(default_factory=list)
+    """InfraRSI's trials as its run recorded them (candidate, status, step time, cost, why)."""
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -280,7 +284,10 @@ def run_repo(repo: Repo, grid: dict, *, python: str, rounds: int, trials: int, t
             job = verdict.job_speedup
             text = f"{job[0]:.2f}x [{job[1]:.2f}, {job[2]:.2f}]" if job else "—"
             out.points.append(f"{arm.name} {text} {','.join(sorted(set(verdict.statuses)))}")
-            fine = job is not None and all(s == "ok" for s in verdict.statuses)
+            out.rounds[arm.name] = {"baseline": verdict.base_job_s, "point": verdict.cand_job_s}
+            if not job:
+                out.problems.append(f"{arm.name}: {verdict.reason[:300]}")
+            fine = job is not None and set(verdict.statuses) <= {"ok", "disturbed"}  # disturbed: unmeasured
             if fine and (out.expert_speedup is None or job[0] > out.expert_speedup[0]):
                 out.expert, out.expert_speedup = arm.name, job
         out.expert_clears = bool(out.expert_speedup and out.expert_speedup[1] > PROMOTION_FLOOR)
@@ -294,6 +301,9 @@ def run_repo(repo: Repo, grid: dict, *, python: str, rounds: int, trials: int, t
         if run is None:
             out.problems.append(f"optimize: {tail or f'exit {rc}'}")
             return out
+        out.trial_rows = [{"number": t.number, "kind": t.kind, "status": t.status, "candidate": t.candidate,
+                           "step_s": t.step_s, "wall_s": t.wall_s, "reason": t.reason, "detail": t.detail[-240:]}
+                          for t in run.trials]
         searched = [t for t in run.trials if t.kind not in ("verification",)]
         out.trials = len(searched)
         spent = sum(t.wall_s for t in searched)
