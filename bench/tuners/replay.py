@@ -50,11 +50,11 @@ from bench.tuners.methods import METHODS, strategy
 from bench.tuners.table import Table
 from infrarsi.bank import EffectFinding
 from infrarsi.contract import VerifyPolicy
+from infrarsi.experiment.search_loop import ABORT_FACTOR
 from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.records import PatchCheck, Verdict
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.run import ABORT_FACTOR
 from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate, TrialResult
 
