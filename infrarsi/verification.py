@@ -31,7 +31,7 @@ floor) is a contract breach (:data:`RECORDS_DISAGREE`), whatever either figure s
 
 Interleaving (baseline, A, B, baseline, A, B …) spreads slow drifts of the machine over all arms
 instead of one. A rerun that other processes disturbed (runner/interference.py) is repeated by the
-caller (stages/quiet.py) rather than widening the interval; one still disturbed after its reruns
+caller (experiment/quiet.py) rather than widening the interval; one still disturbed after its reruns
 counts as a missing measurement, never as a failure of its candidate.
 
 How many rounds is sequential (:class:`Rounds`): at least ``least``, then one more at a time while
@@ -278,7 +278,7 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
 
 def _failed(run: TrialResult) -> bool:
     """A rerun that says something against its candidate: a disturbed one (still disturbed after
-    its own reruns, stages/quiet.py) only lacks a measurement."""
+    its own reruns, experiment/quiet.py) only lacks a measurement."""
     return not run.ok and run.status is not TrialStatus.DISTURBED
 
 

@@ -37,13 +37,17 @@ def _imported_after(code: str) -> list[str]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def _stages(modules: list[str]) -> list[str]:
-    return [m for m in modules if m == "infrarsi.stages" or m.startswith("infrarsi.stages.")]
+WRITERS = ("infrarsi.stages", "infrarsi.experiment")
+"""What runs trials and writes the records: the stages, and the experiment engine under the run stage."""
+
+
+def _writers(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == w or m.startswith(f"{w}.") for w in WRITERS)]
 
 
 def test_report_and_server_do_not_import_the_stages():
     modules = _imported_after("\n".join(f"import {m}" for m in READERS))
-    assert _stages(modules) == []
+    assert _writers(modules) == []
     # The report prices MFU from datasheets and records: nothing it does needs torch.
     assert "torch" not in modules
 
@@ -65,7 +69,7 @@ def test_reading_the_records_imports_neither_torch_nor_the_stages(tmp_path):
         "snap = RepoState(repo).snapshot()\n"
         "assert snap.doctor is not None and snap.run is not None, snap.problems\n")
     assert "torch" not in modules
-    assert _stages(modules) == []
+    assert _writers(modules) == []
 
 
 def _lazy_imports_under_except_import_error(path: Path) -> list[int]:
@@ -107,10 +111,21 @@ def _imported_modules(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("floor", ["infrarsi/records", "infrarsi/knobs", "infrarsi/patches"])
-def test_the_floors_below_the_runner_do_not_import_it(floor):
-    """The trial vocabulary lives in infrarsi/trials.py and infrarsi/background.py: reading a record,
-    finding a knob or a patch site never loads the runner."""
-    upward = {str(p.relative_to(ROOT)): sorted(m for m in _imported_modules(p) if m.startswith("infrarsi.runner"))
+FLOORS = [
+    # The trial vocabulary lives in infrarsi/trials.py and infrarsi/background.py: reading a
+    # record, finding a knob or a patch site never loads the runner.
+    ("infrarsi/records", "infrarsi.runner"),
+    ("infrarsi/knobs", "infrarsi.runner"),
+    ("infrarsi/patches", "infrarsi.runner"),
+    # The experiment engine runs the run stage's trials and verify's reruns: the stages use it,
+    # never the other way round.
+    ("infrarsi/experiment", "infrarsi.stages"),
+]
+"""Each package and a layer above it that it never imports."""
+
+
+@pytest.mark.parametrize(("floor", "above"), FLOORS)
+def test_the_floors_do_not_import_the_layers_above_them(floor, above):
+    upward = {str(p.relative_to(ROOT)): sorted(m for m in _imported_modules(p) if m == above or m.startswith(f"{above}."))
               for p in sorted((ROOT / floor).rglob("*.py"))}
     assert {path: mods for path, mods in upward.items() if mods} == {}

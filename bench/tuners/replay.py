@@ -49,12 +49,12 @@ from bench.tuners.methods import METHODS, experience, strategy
 from bench.tuners.table import Table
 from infrarsi.bank import EffectFinding
 from infrarsi.contract import VerifyPolicy
+from infrarsi.experiment.search_loop import abort_bound
 from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.records import PatchCheck, Verdict
 from infrarsi.search.optuna_samplers import OptunaSampler
 from infrarsi.search.space import SearchSpace
-from infrarsi.stages.run import ABORT_FACTOR
 from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate, TrialResult
 
@@ -75,6 +75,8 @@ class _Run:
         ``make_strategy(method, table, seed, bank_url)`` builds the method's ``Strategy``."""
         self.rank = rank
         self.table = table
+        self.floor = table.data.get("doctor", {}).get("noise", {}).get("min_speedup", 1.0)
+        """Doctor's one-run noise floor as the table measured it: it widens the abort bound, as in the run."""
         self.strategy = make_strategy(method, table, seed, bank_url)
         # As the run stage's store: every candidate given, the study's own sampler never asked.
         self.store = TrialStore(optuna.create_study(direction="minimize"), table.contract, table.patches)
@@ -112,13 +114,11 @@ class _Run:
         validated = [c.name for c in self.checks if c.status == "ok"]
         self.strategy.prepare(self.table.search_space(validated), self.table.patches)
         while len(self.records) < trials:
-            incumbent = min((t.step_time for t in self.history if t.ok and t.step_time), default=None)
             asked = (time.perf_counter(), time.process_time())
             proposal = self.strategy.propose(self.history)
             if proposal is None:
                 break
-            self.execute(proposal.candidate, "search", incumbent * ABORT_FACTOR if incumbent else None, asked,
-                         proposal.reason)
+            self.execute(proposal.candidate, "search", abort_bound(self.history, self.floor), asked, proposal.reason)
         return self.records
 
 

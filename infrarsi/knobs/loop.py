@@ -105,12 +105,22 @@ class _Graph:
         return None
 
     def calls(self, nodes: list[cst.CSTNode]) -> list[str]:
+        """The files' functions these nodes call: by name, through an imported module
+        (``train.train_and_evaluate(…)``), or handed to a runner that calls them (``app.run(main)``,
+        ``fire.Fire(main)``, ``mp.spawn(train, …)``, ``Process(target=train)``)."""
         names = []
         for top in nodes:
             for node in _own_nodes(top):
-                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.functions:
-                    names.append(node.func.value)
-        return list(dict.fromkeys(names))
+                if not isinstance(node, cst.Call):
+                    continue
+                func = node.func
+                if isinstance(func, cst.Name):
+                    names.append(func.value)
+                elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                      and func.value.value not in ("self", "cls")):
+                    names.append(func.attr.value)
+                names += [a.value.value for a in node.args if isinstance(a.value, cst.Name)]
+        return [n for n in dict.fromkeys(names) if n in self.functions]
 
     def reach(self, name: str, seen: set[str]) -> list[tuple[str, str]] | None:
         """Chain [(function, file:line)…, (call, file:line)] from ``name`` to a loop call."""

@@ -55,6 +55,8 @@ class TrialRow:
     rank_peak_bytes: list[int] = field(default_factory=list)
     load_cores: float | None = None
     """Cores of the job's other processes used on average while its steps ran (runner/interference.py)."""
+    rerun_of: int | None = None
+    """The number of the disturbed trial this one reruns (experiment/quiet.py); its ``reason`` says so in words."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -154,7 +156,7 @@ class RunResult:
     (``Strategy.bank_outcomes``)."""
     disturbance: dict[str, Any] = field(default_factory=dict)
     """How much of the run other processes disturbed, what was rerun, how long it waited for quiet
-    (``stages.quiet.summary``)."""
+    (``experiment.quiet.summary``)."""
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""What a run's disturbance record (``RunResult.disturbance``, written by ``stages/quiet.py``) says,
+"""What a run's disturbance record (``RunResult.disturbance``, written by ``experiment/quiet.py``) says,
 in sentences for the terminal and the report."""
 
 from __future__ import annotations

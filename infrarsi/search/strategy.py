@@ -107,6 +107,11 @@ class Strategy:
         return self.sampler.ask(history)
 
     @property
+    def repeats(self) -> bool:
+        """Whether the sampler may propose a measured candidate again, and means it (Optuna's)."""
+        return self.sampler is not None and self.sampler.repeats
+
+    @property
     def stop_reason(self) -> str:
         """Why the last ``propose`` returned None."""
         return self.sampler.stop_reason or "every candidate measured"

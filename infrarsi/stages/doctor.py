@@ -29,6 +29,7 @@ from infrarsi.background import busy_limit
 from infrarsi.contract import Contract, ContractError, KnobValue, require_intact, save_contract
 from infrarsi.datasheet import normalize_dtype
 from infrarsi.events import Event, EventSink, ignore
+from infrarsi.experiment import quiet
 from infrarsi.flops import flops_per_token_from_facts
 from infrarsi.hardware import fingerprint, machine_peak, peak_flops
 from infrarsi.knobs.llm_roles import Claim, load_claims, save_claims
@@ -48,7 +49,6 @@ from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.runner import abort, interference
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
-from infrarsi.stages import quiet
 from infrarsi.stages.claims import check_claims, unlocked
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.units import GIB

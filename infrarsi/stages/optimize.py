@@ -79,7 +79,7 @@ def optimize(
     wait_for_quiet: float | None = None,
 ) -> OptimizeResult:
     """``command``: the owner's launch command (what followed ``--``), run from ``cwd``; see ``init``.
-    ``wait_for_quiet``: seconds doctor and run may each wait for a busy machine (stages/quiet.py)."""
+    ``wait_for_quiet``: seconds doctor and run may each wait for a busy machine (experiment/quiet.py)."""
     repo = Path(repo).resolve()
     llm = load_llm_config(repo)
     for warning in llm.warnings:

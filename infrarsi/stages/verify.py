@@ -18,6 +18,7 @@ from infrarsi import vcs
 from infrarsi.background import Background
 from infrarsi.contract import require_intact
 from infrarsi.events import Event, EventSink, ignore
+from infrarsi.experiment import quiet
 from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, speedup_interval
 from infrarsi.records import DoctorError, load_doctor
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
@@ -25,7 +26,6 @@ from infrarsi.records.files import verify_logs_dir
 from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
-from infrarsi.stages import quiet
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.verification import Lengths, Pair, Rounds, run_pairs, whole_process
 
@@ -111,12 +111,14 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
             # An empty candidate runs each tree with its own defaults: what the commit changed.
             spec = TrialSpec(repo=trees[arm], contract=contract, candidate=Candidate(), steps=steps,
                              log_dir=log_root / f"{arm}-{r}-{steps}", sandbox=sandbox, background=background)
-            out = run_trial(spec)
-            attempt = 0
-            while quiet.should_rerun(out, attempt):  # a disturbed round is repeated, not widening the interval
-                attempt += 1
-                on_event(Event(stage="verify", kind="log", message=f"{arm} round {r + 1} disturbed, rerun: {out.detail}"))
-                out = run_trial(replace(spec, log_dir=log_root / f"{arm}-{r}-{steps}-rerun{attempt}"))
+
+            def again(rerun: quiet.Rerun) -> TrialResult:
+                on_event(Event(stage="verify", kind="log",
+                               message=f"{arm} round {r + 1} disturbed, rerun: {rerun.disturbed.detail}"))
+                return run_trial(replace(spec, log_dir=log_root / f"{arm}-{r}-{steps}-rerun{rerun.attempt}"))
+
+            # A disturbed round is repeated, not widening the interval.
+            out = quiet.until_undisturbed(run_trial(spec), again)
             runs[arm].append(out)
             on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}, {steps} steps: {out.status.value}",
                            done=len(runs["base"]) + len(runs["rev"]), total=4 * rounds.most))
@@ -148,7 +150,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
 
 def _failed(runs: list[TrialResult]) -> list[TrialResult]:
     """The reruns that say something against the commit or its base: one still disturbed after its
-    own reruns (stages/quiet.py) only lacks a measurement, and its round is left out."""
+    own reruns (experiment/quiet.py) only lacks a measurement, and its round is left out."""
     return [t for t in runs if not t.ok and t.status is not TrialStatus.DISTURBED]
 
 

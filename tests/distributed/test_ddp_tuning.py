@@ -14,7 +14,6 @@ import dataclasses
 import pytest
 
 from infrarsi.contract import VerifyPolicy, load_contract, save_contract
-from infrarsi.stages.quiet import RERUN_PREFIX
 
 from .conftest import ROOT, cli, git_repo
 
@@ -74,5 +73,5 @@ def test_ddp_shape_tuned_end_to_end(tmp_path):
     # The contract's [verify]: the baseline ran at most three rounds, a short and a long run each.
     baseline = next(t["candidate"] for t in rows if t["kind"] == "baseline")
     base_runs = [t for t in result["trials"] if t["kind"] == "verification" and t["candidate"] == baseline
-                 and not t["reason"].startswith(RERUN_PREFIX)]
+                 and t["rerun_of"] is None]
     assert len(base_runs) <= 2 * 3 and (len(base_runs) >= 2 or not result["verdicts"]), [t["reason"] for t in base_runs]

@@ -2,7 +2,7 @@
 on a copy of fixtures/dense_gpt whose contract comes from the real ``init`` (train.py and
 model.py editable, data.py locked). The diffs the server serves are in tests/test_data/llm/.
 The e2e test validates accepted diffs with real trials through the run stage's own
-``_validate_patches``."""
+``validate_patches`` (infrarsi/experiment/search_loop.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import load_contract
-from infrarsi.events import ignore
+from infrarsi.experiment.search_loop import validate_patches
+from infrarsi.experiment.session import TrialSession
 from infrarsi.llm import LLMConfig
 from infrarsi.patches import apply_patches
 from infrarsi.patches.llm_proposals import TOOL_NAME, diff_id, propose_patches
 from infrarsi.records.files import patch_dir, proposals_path
 from infrarsi.stages.init import init
-from infrarsi.stages.run import _applicable_patches, _Session, _validate_patches
+from infrarsi.stages.run import _applicable_patches
 from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate
 from tests.support.messages_server import MessagesServer, malformed_reply, text_reply, tool_use_reply
@@ -196,13 +197,13 @@ def test_a_locked_file_edit_and_a_batch_shrink_are_rejected_and_never_searched(r
     good, shrink, scaled = proposals.names
 
     store = TrialStore.open(contract, proposals.names, storage_url=f"sqlite:///{tmp_path / 'study.db'}")
-    session = _Session(repo, contract, store, None, None, ignore)
+    session = TrialSession(repo, contract, store)
     baseline = Candidate(knobs={**{k.name: k.default for k in contract.tunable}, "threads": 1})
     base = session.execute(baseline, "baseline", reason="baseline")
     assert base.ok and len(base.losses) == 4, base.detail
     contract.loss.reference = list(base.losses)  # the session judges with this same contract
 
-    checks = _validate_patches(session, baseline, proposals.names)
+    checks = validate_patches(session, baseline, proposals.names)
     got = {c.name: c for c in checks}
     print({n: (c.status, round(c.cost_s, 1), c.reason[:100]) for n, c in got.items()})
     assert got[good].status == "validated", got[good].reason
@@ -215,6 +216,6 @@ def test_a_locked_file_edit_and_a_batch_shrink_are_rejected_and_never_searched(r
     # so there may be more than three)
     validations = len(store.trials(("validation",)))
     assert validations >= 3
-    assert [(c.name, c.status) for c in _validate_patches(session, baseline, proposals.names)] == \
+    assert [(c.name, c.status) for c in validate_patches(session, baseline, proposals.names)] == \
         [(c.name, c.status) for c in checks]
     assert len(store.trials(("validation",))) == validations

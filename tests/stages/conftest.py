@@ -15,7 +15,6 @@ import git
 import pytest
 
 from infrarsi.records import RunResult
-from infrarsi.stages import quiet
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.stages.run import run
@@ -46,8 +45,8 @@ def paced_fits(knobs: dict) -> bool:
 
 def budget_kinds(rows: list) -> list[str]:
     """The kind of each trial the budget counted: a disturbed trial's reruns are that trial again
-    (stages/quiet.py), so they are left out."""
-    return [r.kind for r in rows if not r.reason.startswith(quiet.RERUN_PREFIX)]
+    (experiment/quiet.py), so they are left out."""
+    return [r.kind for r in rows if r.rerun_of is None]
 
 
 def git_repo(path: Path) -> git.Repo:

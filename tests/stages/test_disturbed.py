@@ -21,11 +21,11 @@ from optuna.trial import TrialState
 from infrarsi.bank import ExperienceBank
 from infrarsi.contract import load_contract
 from infrarsi.events import Event
+from infrarsi.experiment import quiet
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.runner.interference import job_cores
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
-from infrarsi.stages import quiet
 from infrarsi.stages.run import run
 from infrarsi.study import TrialStore, default_storage_url
 from infrarsi.trials import TrialStatus
@@ -104,7 +104,7 @@ def test_the_hogged_trial_is_disturbed_and_its_rerun_without_the_hog_is_ok(hogge
     hit = disturbed[0]
     assert hit.number == min(n for n, r in rows.items() if r.kind != "baseline"), rows
     assert "other processes used" in hit.detail and hit.load_cores is not None and hit.load_cores > 0.5
-    rerun = [r for r in result.trials if r.reason.startswith(f"rerun of trial {hit.number} ")]
+    rerun = [r for r in result.trials if r.rerun_of == hit.number]
     assert rerun and rerun[0].candidate == hit.candidate, rows
     assert rerun[0].status == "ok" or rerun[0].status == "disturbed" and len(disturbed) > 1, rows
     # Its cost counts, and the run says what was disturbed and rerun.
@@ -165,7 +165,7 @@ def remeasured_normal(result) -> tuple[list, object, dict, object]:
     """The trial first disturbed, its rerun (disturbed too), the re-measure and its trial row."""
     rows = [(r.number, r.kind, r.status, r.reason) for r in result.trials]
     first = next(r for r in result.trials if r.status == "disturbed")
-    [rerun] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {first.number} ")]
+    [rerun] = [r for r in result.trials if r.rerun_of == first.number]
     [again] = result.disturbance["renormalized"]
     assert rerun.status == "disturbed" and again["after_trial"] == rerun.number, rows
     assert again["background"]["normal_cores"] > 0.5 and again["background"]["limit_cores"] > 0.8
@@ -192,6 +192,6 @@ def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(toler
     rows, rerun, again, remeasured = remeasured_normal(result)
     assert not again["stopped"] and again["slowdown"] >= 1.0
     first = next(r for r in result.trials if r.status == "disturbed")
-    [last] = [r for r in result.trials if r.reason.startswith(f"rerun of trial {rerun.number} ")]
+    [last] = [r for r in result.trials if r.rerun_of == rerun.number]
     assert last.number > remeasured.number and last.status == "ok" and last.candidate == first.candidate, rows
     assert result.disturbance["unresolved"] == [] and any("measured again" in line for line in disturbance_words(result.disturbance))

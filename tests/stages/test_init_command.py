@@ -262,6 +262,20 @@ def test_main_behind_the_guard_reaching_an_imported_loop(tmp_path):
     assert "the command runs it" in result.entry_why
 
 
+def test_a_loop_reached_through_a_runner_and_a_module_attribute(tmp_path):
+    """absl's ``app.run(main)`` calls main, which calls the loop through the imported module."""
+    repo = write(tmp_path / "absl", {
+        "train.py": "def train_and_evaluate(config):\n    loss = config.model()\n    loss.backward()\n",
+        "main.py": "from absl import app\nimport train\n\n\ndef main(argv):\n    train.train_and_evaluate(None)\n\n\n"
+                   "if __name__ == '__main__':\n    app.run(main)\n",
+    })
+    result = init(repo, command=["python", "main.py"], budget_bytes=2**30)
+    assert result.ok, result.message
+    assert result.loop_kind == "main_guard"
+    assert result.loop_why == ("behind the __main__ guard: main() (main.py:5) → train_and_evaluate() (train.py:1) "
+                               "calls loss.backward()")
+
+
 @pytest.mark.parametrize("script, call", [
     ("from transformers import Trainer, TrainingArguments\n\n\ndef main():\n"
      "    trainer = Trainer(model=None, args=TrainingArguments('out'))\n    trainer.train()\n\n\n"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from infrarsi.experiment.search_loop import ABORT_FACTOR
 from infrarsi.records import load_doctor
-from infrarsi.stages.run import ABORT_FACTOR, run
+from infrarsi.stages.run import run
 from tests.stages.conftest import measured_copy
 
 PERIODIC = Path(__file__).parents[1] / "test_data" / "stages" / "periodic"

@@ -23,8 +23,9 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import VerifyPolicy, load_contract, save_contract
+from infrarsi.experiment.search_loop import ABORT_FACTOR
 from infrarsi.records import load_run
-from infrarsi.stages.run import ABORT_FACTOR, run
+from infrarsi.stages.run import run
 from infrarsi.study import INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url
 from infrarsi.trials import Candidate, TrialStatus
 from tests.stages.conftest import BEST, RUN_TRIALS, budget_kinds, copy_repo, paced_fits, paced_step_s

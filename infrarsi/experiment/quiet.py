@@ -1,5 +1,6 @@
 """What a stage does about a busy machine: wait for quiet, rerun disturbed trials, and say so (the
-sentences are ``report/disturbance.py``'s).
+sentences are ``report/disturbance.py``'s). The run's trials (``experiment/session.py``) and
+verify's reruns (``stages/verify.py``) share the rerun loop, ``until_undisturbed``.
 
 A trial ends ``disturbed`` when other processes took the job's cores beyond doctor's normal
 background (infrarsi/runner/interference.py). Its cost is counted like any failed trial's, it is
@@ -10,8 +11,9 @@ that many seconds for the whole run; every wait is reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from infrarsi.events import Event, EventSink
 from infrarsi.runner.interference import QuietWait, job_cores, wait_for_quiet
@@ -19,16 +21,15 @@ from infrarsi.trials import TrialResult, TrialStatus
 
 MAX_RERUNS = 2
 """Reruns of one disturbed trial: the first as it was; the last after measuring the machine's normal
-again when the disturbance stayed (stages/run.py). After them the disturbed result stands (it
-teaches the models nothing)."""
-RERUN_PREFIX = "rerun of trial "
+again when the disturbance stayed (experiment/session.py). After them the disturbed result stands
+(it teaches the models nothing)."""
 NORMAL = "normal"
-"""The kind of a baseline trial that measures the machine's normal again (stages/run.py
-``_Session._renormalize``): no search trial, not the baseline a round compares with, and never
+"""The kind of a baseline trial that measures the machine's normal again (experiment/session.py
+``TrialSession._renormalize``): no search trial, not the baseline a round compares with, and never
 rerun (it is a measure of the machine, not of a candidate)."""
 MAX_SLOWDOWN = 1.5
 """A new normal under which the baseline runs more than this much slower than it did first ends
-the run (stages/run.py ``_Session._renormalize``): every trial would then cost that much more, and
+the run (experiment/session.py ``TrialSession._renormalize``): every trial would then cost that much more, and
 what it measured would be compared with trials from a different machine."""
 
 
@@ -65,12 +66,37 @@ class QuietWaiter:
         return done
 
 
-def should_rerun(result: TrialResult | None, attempt: int) -> bool:
-    return result is not None and result.status is TrialStatus.DISTURBED and attempt < MAX_RERUNS
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """One rerun of a disturbed trial."""
+
+    attempt: int
+    """1 for the first rerun, up to ``MAX_RERUNS``."""
+    disturbed: TrialResult
+    """The disturbed result it repeats."""
+
+    @property
+    def last(self) -> bool:
+        """The last rerun: a run measures the machine's normal again before it (experiment/session.py)."""
+        return self.attempt == MAX_RERUNS
+
+
+Result = TypeVar("Result", bound=TrialResult | None)
+
+
+def until_undisturbed(result: Result, rerun: Callable[[Rerun], Result]) -> Result:
+    """``result``, or while it is disturbed what ``rerun`` gives, at most ``MAX_RERUNS`` times. None
+    (a trial given up to another worker) is not rerun."""
+    attempt = 0
+    while result is not None and result.status is TrialStatus.DISTURBED and attempt < MAX_RERUNS:
+        attempt += 1
+        result = rerun(Rerun(attempt, result))
+    return result
 
 
 def rerun_reason(number: int, reason: str) -> str:
-    return f"{RERUN_PREFIX}{number} (disturbed): {reason}"
+    """The reason a rerun shows people; code reads ``TrialRow.rerun_of``."""
+    return f"rerun of trial {number} (disturbed): {reason}"
 
 
 def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[str, Any],
@@ -81,8 +107,8 @@ def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[s
     disturbed = [r for r in rows if r.status == TrialStatus.DISTURBED.value]
     reruns = []
     for row in rows:
-        if row.reason.startswith(RERUN_PREFIX):
-            of = int(row.reason[len(RERUN_PREFIX):].split(" ", 1)[0])
+        if row.rerun_of is not None:
+            of = row.rerun_of
             reruns.append({"trial": row.number, "of": of, "kind": row.kind, "candidate": row.candidate,
                            "status": row.status, "of_detail": by_number[of].detail if of in by_number else ""})
     seconds = sum(r.wall_s for r in disturbed)

@@ -1,0 +1,66 @@
+"""How a run concludes: the search's best re-verified against the baseline in interleaved rounds,
+once per round however many workers share the study (``SharedRound.conclude``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infrarsi.experiment.session import TrialSession
+from infrarsi.experiment.startup import declared_startup
+from infrarsi.patches.diff_patch import LLM_PREFIX
+from infrarsi.records import RunResult, RunStatus, Verdict
+from infrarsi.search.strategy import Strategy
+from infrarsi.trials import Candidate, TrialResult
+from infrarsi.verification import Rounds, best_promoted, interleave
+
+
+def conclude(session: TrialSession, context: Strategy, result: RunResult) -> None:
+    """Verification, once for the round: here, or read from the worker that did it."""
+
+    def verify_here() -> dict[str, Any]:
+        verify(session, context, result)
+        return {"status": result.status, "message": result.message,
+                "verdicts": [v.to_dict() for v in result.verdicts],
+                "promoted": result.promoted.to_dict() if result.promoted else None}
+
+    elsewhere = session.round.conclude(
+        verify_here, wait_limit_s=(session.timeout_s or 600.0) + session.store.grace_s() + 60.0)
+    if elsewhere is None:
+        session.verified_here = True
+        return
+    number, data = elsewhere
+    result.status = RunStatus(data["status"])
+    result.message = f"verified by another worker (study trial {number}): {data['message']}"
+    result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
+    result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
+
+
+def verify(session: TrialSession, context: Strategy, result: RunResult) -> None:
+    """The contract's ``[verify]`` candidates against the baseline; the verdicts and the promoted one into ``result``."""
+    contract = session.contract
+    policy = contract.verify_policy
+    top = context.to_verify(session.store.history(), policy.candidates)
+    if not top:
+        result.status = RunStatus.NO_PROMOTION
+        result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
+        return
+
+    def run_one(cand: Candidate, _round: int, steps: int) -> TrialResult:
+        out = session.execute(cand, "verification", reason=f"re-verification, {steps} steps", steps=steps)
+        assert out is not None  # only a trial run exclusively is ever given up to another worker
+        return out
+
+    result.verdicts, _ = interleave(
+        top, context.baseline(), run_one,
+        rounds=Rounds.of(policy), lengths=session.lengths, floor=result.promotion_floor,
+        compare_steps=contract.loss.compare_steps,
+        declared_startup=lambda cand: declared_startup(contract, cand),
+        untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches))
+    result.promoted = best_promoted(result.verdicts)
+    if result.promoted:
+        speedup = result.promoted.job_speedup
+        assert speedup is not None  # a verdict is promoted on its whole-process speed-up
+        result.message = f"promoted: {speedup[0]:.2f}x faster (95% CI low {speedup[1]:.2f}x)"
+    else:
+        result.status = RunStatus.NO_PROMOTION
+        result.message = "no candidate cleared the promotion floor in re-verification"

@@ -1,0 +1,90 @@
+"""The search: the baseline, each patch validated alone on it, then the strategy's proposals until
+the budget or the strategy ends it. Every trial goes through the session (experiment/session.py)."""
+
+from __future__ import annotations
+
+import time
+
+from infrarsi.experiment.session import TrialSession
+from infrarsi.records import PatchCheck, RunResult
+from infrarsi.search.space import SearchSpace
+from infrarsi.search.strategy import Strategy
+from infrarsi.study_round import MEASURING, WAIT_POLL_S
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
+
+ABORT_FACTOR = 1.5
+"""A trial whose measured steps are this much slower than the incumbent's (beyond noise) is stopped early."""
+
+
+def abort_bound(history: list[TrialResult], noise_floor: float) -> float | None:
+    """The step time above which a search trial is stopped early: ``ABORT_FACTOR`` times the fastest
+    step measured so far, widened by doctor's one-run noise floor, since the incumbent is the lowest
+    of noisy measurements and a trial is judged on a few steps (on 20 ms steps, a candidate 1.66x the
+    incumbent by four steps ran under 1.65x of it to the end). None before any trial is measured."""
+    incumbent = min((t.step_time for t in history if t.ok and t.step_time), default=None)
+    return incumbent * ABORT_FACTOR * max(1.0, noise_floor) if incumbent else None
+
+
+class SearchStopped(Exception):
+    """The search cannot go on (the baseline fails); reported as the run's status, not raised to the user."""
+
+
+def search(session: TrialSession, context: Strategy, patch_names: list[str], result: RunResult) -> None:
+    """The baseline, the patches' validation and the search, into ``result`` (baseline, patch
+    checks, what ended the search)."""
+    contract = session.contract
+    baseline = context.baseline()
+    measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
+    base = measured[0] if measured else session.once(baseline, "baseline", reason="baseline")
+    if not base.ok:
+        raise SearchStopped(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
+    result.baseline = base
+    session.use_baseline(base)
+    result.patch_checks = validate_patches(session, baseline, patch_names)
+    validated = [c.name for c in result.patch_checks if c.status == "validated"]
+    space = SearchSpace.from_contract(contract, validated)
+    context.prepare(space, patch_names)
+    given_up = 0
+    while True:
+        result.search_ended = session.budget_spent()
+        if result.search_ended:
+            break
+        history = session.store.history()
+        abort = abort_bound(history, result.noise_floor)
+        # What other workers are running now is taken: shown to the sampler as tried (a status
+        # that teaches the models nothing), so two workers asking at once get different answers.
+        running = session.store.running_candidates(MEASURING)
+        proposal = context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in running])
+        if proposal is None:
+            if running:  # the rest of the space is running elsewhere: it may still fail and be retried
+                time.sleep(WAIT_POLL_S)
+                session.store.fail_stale()
+                continue
+            result.search_ended = context.stop_reason
+            break
+        # Two workers can still ask in the same instant: the later-numbered trial gives way (a
+        # sampler that repeats measured candidates means it: its proposal never gives way).
+        exclusive = () if context.repeats else MEASURING
+        if session.execute(proposal.candidate, "search", abort_step_time=abort, reason=proposal.reason,
+                           exclusive=exclusive) is None:
+            given_up += 1
+            if given_up > 20:
+                raise SearchStopped("gave way to other workers 20 times in a row: the study's running trials look inconsistent")
+        else:
+            given_up = 0
+
+
+def validate_patches(session: TrialSession, baseline: Candidate, names: list[str]) -> list[PatchCheck]:
+    """Each patch once, alone on the baseline: it must apply in scope, import and keep the loss."""
+    done = {tuple(s.result.candidate.patches): s.result for s in session.store.trials(("validation",))}
+    checks = []
+    for name in names:
+        result = done.get((name,))
+        if result is None:
+            if not session.budget_left():
+                break
+            cand = Candidate(knobs=dict(baseline.knobs), patches=(name,))
+            result = session.once(cand, "validation", reason=f"validate patch {name}")
+        status = "validated" if result.ok else result.status.value
+        checks.append(PatchCheck(name=name, status=status, reason=result.detail[-300:], cost_s=result.wall_s))
+    return checks

@@ -1,0 +1,208 @@
+"""A trial session: the study, the budget, and how one trial is run, recorded and rerun when disturbed.
+
+Built complete from doctor's report; what it learns while it runs (the baseline's steps, the
+machine's normal measured again) it keeps itself.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from infrarsi.background import Background
+from infrarsi.contract import Contract
+from infrarsi.events import Event, EventSink, ignore
+from infrarsi.experiment import quiet
+from infrarsi.experiment.startup import declared_startup
+from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.records import DoctorReport
+from infrarsi.runner.interference import idle_load, job_cores, measured_background
+from infrarsi.runner.trial import TrialSpec, run_trial
+from infrarsi.study import TrialStore
+from infrarsi.study_round import SharedRound
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
+from infrarsi.verification import Lengths
+
+RERUN_OF_ATTR = "rerun_of"
+"""The study trial's user attribute holding the number of the disturbed trial it reruns."""
+BUDGETED = ("baseline", "validation", "search")
+"""The kinds of trial the trial budget counts (a rerun is its trial again, not another)."""
+
+
+class MachineChanged(Exception):
+    """Other work took the machine for good, far beyond the normal the run began with: the run ends
+    without promoting (what it measured stands in the study); reported, not raised to the user."""
+
+
+class TrialSession:
+    """One invocation of run: the store, the budget, and how a trial is executed and recorded."""
+
+    def __init__(self, repo: Path, contract: Contract, store: TrialStore, *, deadline: float | None = None,
+                 max_trials: int | None = None, on_event: EventSink = ignore, sandbox: bool = True,
+                 doctor: DoctorReport | None = None, baseline: Candidate | None = None,
+                 wait_for_quiet: float | None = None) -> None:
+        """``doctor``: the baseline's profile the trials are held to (None: the contract's lengths,
+        no checksums, an unmeasured background); ``wait_for_quiet``: seconds the session may wait
+        for a busy machine in all (None: it never waits)."""
+        self.repo = repo
+        self.sandbox = sandbox
+        self.contract = contract
+        self.store = store
+        self.deadline = deadline
+        self.max_trials = max_trials
+        self.on_event = on_event
+        self.started = 0
+        self.timeout_s: float | None = None
+        self.round = SharedRound(store)
+        """This session's round of the (possibly shared) study: infrarsi/study_round.py."""
+        self.verified_here = False
+        self.reference_checksums: dict[int, list[float]] = doctor.checksums if doctor else {}
+        """The baseline's parameters after each length doctor ran: every trial of such a length
+        that compares its losses compares them too."""
+        self.background = (doctor.background if doctor else None) or Background.unmeasured(len(job_cores()))
+        """The machine's normal background, doctor's measure until the run measures it again
+        (``_renormalize``): beyond it a trial is disturbed."""
+        self.doctor_background = self.background
+        self.quiet = quiet.QuietWaiter(self.background.limit_cores, wait_for_quiet, "run", on_event)
+        self.last_number = -1
+        self.baseline = baseline
+        """The candidate the machine's normal is measured again with (``_renormalize``)."""
+        self.baseline_step_s: float | None = None
+        self.baseline_steps: list[float] = []
+        """The baseline trial's time of each step, warm-up included: the abort bound's reference."""
+        self.lengths = (Lengths.recorded(contract.workload, doctor.verification_steps) if doctor
+                        else Lengths.of(contract.workload))
+        """Verification's two lengths: doctor's (``DoctorReport.verification_steps``)."""
+        self.slowdown = 1.0
+        """The baseline's step time under the machine's current normal over its first: a bound on
+        a slow trial (``abort_step_time``) is stretched by it, since every trial now runs slower."""
+        self.renormalized: list[dict] = []
+        """Each time the machine's normal was measured again (``_renormalize``)."""
+
+    def use_baseline(self, base: TrialResult) -> None:
+        """The baseline's measurement: the reference of the abort bound and of every trial's timeout."""
+        self.baseline_step_s = base.step_time
+        self.baseline_steps = [*base.warmup_times, *base.step_times]
+        # Generous: a compiled candidate pays tens of seconds of start-up before its first step.
+        self.timeout_s = max(180.0, 6 * base.wall_s)
+
+    def budget_left(self) -> bool:
+        return not self.budget_spent()
+
+    def budget_spent(self) -> str:
+        """What ended the search, in words; empty while trials may still start."""
+        if self.max_trials is not None and self.started >= self.max_trials:
+            return f"the budget of {self.max_trials} trials"
+        if self.round.claims():
+            return "another worker ended this round's search"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "the time budget"
+        return ""
+
+    def wait_for_quiet(self, why: str) -> None:
+        """Wait for the machine to be quiet, within what is left of ``--wait-for-quiet`` (experiment/quiet.py)."""
+        self.quiet.wait(why)
+
+    def execute(self, candidate: Candidate, kind: str, *, abort_step_time: float | None = None,
+                reason: str = "", exclusive: tuple[str, ...] = (), steps: int | None = None) -> TrialResult | None:
+        """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
+        first (as one of those kinds) is given up before it runs: None is returned. A disturbed
+        trial is recorded and rerun (after waiting for quiet when asked; experiment/quiet.py)."""
+
+        def again(rerun: quiet.Rerun) -> TrialResult | None:
+            disturbed = self.last_number
+            self.wait_for_quiet(f"trial {disturbed} was disturbed")
+            if rerun.last:
+                self._renormalize(disturbed)
+            return self._execute_once(rerun.disturbed.candidate, kind, abort_step_time=abort_step_time,
+                                      reason=reason, rerun_of=disturbed, steps=steps)
+
+        result = quiet.until_undisturbed(
+            self._execute_once(candidate, kind, abort_step_time=abort_step_time, reason=reason,
+                               exclusive=exclusive, steps=steps), again)
+        if result is not None and kind in BUDGETED:
+            self.started += 1
+        return result
+
+    def once(self, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
+        """A trial the round needs once whoever runs it (the baseline, a patch's validation)."""
+        return self.round.once(candidate, kind, lambda: self.execute(candidate, kind, reason=reason, exclusive=(kind,)))
+
+    def _renormalize(self, disturbed: int) -> None:
+        """A disturbance that outlasted a rerun (another job that stays) is the machine's new normal:
+        measured again as doctor measures it, an idle sample and a baseline trial, and the rest of
+        the run is judged against it; unless the baseline now runs more than ``quiet.MAX_SLOWDOWN``
+        slower than at first, which ends the run (``MachineChanged``). That baseline trial is judged
+        against the normal it replaces: a slowed one is recorded disturbed and teaches the models
+        nothing. Nothing changes when the machine is quiet again."""
+        cores = job_cores()
+        idle = idle_load(cores=cores)
+        if idle <= self.background.limit_cores or self.baseline is None:
+            return
+        self.on_event(Event("run", "log", f"trial {disturbed} stayed disturbed: other processes use {idle:.2f} of the "
+                                          f"job's {len(cores)} cores; measuring the machine's new normal with a baseline trial"))
+        base = self._execute_once(self.baseline, quiet.NORMAL, abort_step_time=None,
+                                  reason=f"the machine's normal measured again (trial {disturbed} stayed disturbed)")
+        if base is None or base.status not in (TrialStatus.OK, TrialStatus.DISTURBED) or not base.step_time:
+            return
+        self.background = measured_background([base.interference], idle)
+        if self.baseline_step_s:
+            self.slowdown = max(1.0, base.step_time / self.baseline_step_s)
+        self.quiet.limit_cores = self.background.limit_cores
+        stopped = self.slowdown > quiet.MAX_SLOWDOWN
+        self.renormalized.append({"after_trial": disturbed, "trial": self.last_number, "stopped": stopped,
+                                  "background": self.background.to_dict(), "slowdown": round(self.slowdown, 3)})
+        if stopped:
+            raise MachineChanged(
+                f"the machine stayed busy from trial {disturbed} on: other processes use "
+                f"{self.background.normal_cores:.2f} of the job's {len(cores)} cores and the baseline runs "
+                f"{self.slowdown:.1f}x slower than at the start (trial {self.last_number}; at most "
+                f"{quiet.MAX_SLOWDOWN}x is measured on)")
+        self.on_event(Event("run", "log", f"the machine's normal is now {self.background.normal_cores:.2f} cores of "
+                                          f"other processes (a trial above {self.background.limit_cores:.2f} is disturbed)"))
+
+    def _execute_once(self, candidate: Candidate, kind: str, *, abort_step_time: float | None,
+                      reason: str, exclusive: tuple[str, ...] = (), steps: int | None = None,
+                      rerun_of: int | None = None) -> TrialResult | None:
+        """One trial, recorded; ``rerun_of``: the number of the disturbed trial it reruns."""
+        trial = self.store.begin(candidate, kind)
+        if exclusive:
+            earlier = self.store.earlier_duplicate(trial, exclusive)
+            if earlier is not None:
+                self.store.give_up(trial, earlier.number)
+                return None
+        candidate = self.store.candidate_of(trial)
+        if rerun_of is None:
+            trial.set_user_attr("reason", reason)
+        else:
+            trial.set_user_attr("reason", quiet.rerun_reason(rerun_of, reason))
+            trial.set_user_attr(RERUN_OF_ATTR, rerun_of)
+        spec = TrialSpec(
+            repo=self.repo,
+            contract=self.contract,
+            candidate=candidate,
+            steps=steps,
+            abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
+            baseline_steps=self.baseline_steps,
+            one_off_warmup=declared_startup(self.contract, candidate) is None,
+            timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
+            numerics_by_design=numerics_by_design(candidate),
+            sandbox=self.sandbox,
+            reference_checksums=self.reference_checksums,
+            background=self.background,
+        )
+        self.last_number = trial.number
+        began = time.monotonic()
+        try:
+            with self.store.heartbeat(trial):
+                result = run_trial(spec)
+        except KeyboardInterrupt:
+            self.store.interrupted(trial, time.monotonic() - began)
+            raise
+        self.store.finish(trial, result)
+        step = f"{result.step_time * 1000:.1f} ms/step" if result.step_time else result.detail[:80]
+        self.on_event(Event(stage="run", kind="report", message=f"trial {trial.number} ({kind}): {result.status.value}, {step}",
+                            done=self.started, total=self.max_trials,
+                            data={"number": trial.number, "kind": kind, "status": result.status.value,
+                                  "candidate": candidate.to_dict(), "step_s": result.step_time, "wall_s": result.wall_s}))
+        return result
