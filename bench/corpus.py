@@ -63,7 +63,7 @@ class Row:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _cli(python: str, args: list[str], cwd: Path, timeout: float) -> tuple[int, dict | None, str]:
+def run_cli(python: str, args: list[str], cwd: Path, timeout: float) -> tuple[int, dict | None, str]:
     """(exit code, the --json document or None, stderr tail)."""
     try:
         done = subprocess.run([python, "-c", CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
@@ -128,7 +128,7 @@ def run_entry(entry: Path, python: str, timeout: float, keep: bool) -> Row:
         cwd = copy / spec.get("workdir", ".")
 
         t0 = time.perf_counter()
-        rc, init, tail = _cli(python, ["init", str(copy), "--json", "--", *command], cwd, timeout)
+        rc, init, tail = run_cli(python, ["init", str(copy), "--json", "--", *command], cwd, timeout)
         row.seconds["init"] = time.perf_counter() - t0
         if rc != 0 or not init or init.get("status") != "ok":
             row.status.append(f"init: {(init or {}).get('message') or tail or f'exit {rc}'}")
@@ -138,7 +138,7 @@ def run_entry(entry: Path, python: str, timeout: float, keep: bool) -> Row:
         row.status.append("init ok")
 
         t0 = time.perf_counter()
-        rc, doctor, tail = _cli(python, ["doctor", str(copy), "--repeats", "2", "--json"], cwd, timeout)
+        rc, doctor, tail = run_cli(python, ["doctor", str(copy), "--repeats", "2", "--json"], cwd, timeout)
         row.seconds["doctor"] = time.perf_counter() - t0
         if rc != 0 or not doctor:
             row.status.append(f"doctor: {tail or f'exit {rc}'}")
@@ -153,7 +153,7 @@ def run_entry(entry: Path, python: str, timeout: float, keep: bool) -> Row:
             row.peak = _gib((doctor.get("memory") or {}).get("peak_bytes"))
 
         t0 = time.perf_counter()
-        rc, trial, tail = _cli(python, ["trial", str(copy), "--json"], cwd, timeout)
+        rc, trial, tail = run_cli(python, ["trial", str(copy), "--json"], cwd, timeout)
         row.seconds["trial"] = time.perf_counter() - t0
         if not trial:
             row.status.append(f"trial: {tail or f'exit {rc}'}")
@@ -205,7 +205,7 @@ def roles_entry(entry: Path, python: str, timeout: float) -> tuple[list[TruthRow
     try:
         copy = tmp / entry.name
         shutil.copytree(entry, copy)
-        rc, init, tail = _cli(python, ["init", str(copy), "--json", "--", *command], copy / spec.get("workdir", "."),
+        rc, init, tail = run_cli(python, ["init", str(copy), "--json", "--", *command], copy / spec.get("workdir", "."),
                               timeout)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,7 @@ For each repo (the corpus entries in ``../shared/corpus`` and the fixtures), on 
    its false aborts: each ``aborted_slow`` candidate rerun to the end with no bound, counted false
    when its steps were not above the bound it was stopped by.
 
-    python bench/expert.py [--only NAME …] [--rounds 3] [--trials 20] [--corpus DIR]
+    python -m bench.expert [--only NAME …] [--rounds 3] [--trials 20] [--corpus DIR]
 
 Run it with the interpreter the trials should use (the corpus's venv, with InfraRSI installed in
 it: ``pip install -e .``); one row per repo, the table at the end.
@@ -40,6 +40,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.corpus import GIT, run_cli
 from infrarsi.commandline import parse_command, without_flag
 from infrarsi.contract import Contract, KnobValue, check_locked_files, require_intact
 from infrarsi.noise import PROMOTION_FLOOR
@@ -55,8 +56,6 @@ ROOT = HERE.parent
 GRIDS = HERE / "expert_grids.toml"
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus"
 FIXTURES = ROOT / "fixtures"
-GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@infrarsi.local"]
-CLI = "import sys; from infrarsi.cli import main; sys.exit(main())"
 BOUND = re.compile(r"the bound ([0-9.e+-]+) s")
 
 
@@ -119,19 +118,6 @@ def repos(corpus: Path, grids: dict) -> list[Repo]:
         elif (FIXTURES / name).is_dir():
             out.append(Repo(name, FIXTURES / name, shlex.split(grid["command"])))
     return out
-
-
-def _cli(python: str, args: list[str], cwd: Path, timeout: float) -> tuple[int, dict | None, str]:
-    try:
-        done = subprocess.run([python, "-c", CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return 124, None, f"timed out after {timeout:.0f} s"
-    try:
-        data = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        data = None
-    lines = done.stderr.strip().splitlines()
-    return done.returncode, data, lines[-1][-300:] if lines else ""
 
 
 def fresh_copy(repo: Repo, where: Path) -> Path:
@@ -269,11 +255,11 @@ def run_repo(repo: Repo, grid: dict, *, python: str, rounds: int, trials: int, t
             d.mkdir()
         base = fresh_copy(repo, expert_dir)
         t0 = time.perf_counter()
-        rc, init, tail = _cli(python, ["init", str(base), "--json", "--", *repo.command], base / repo.workdir, timeout)
+        rc, init, tail = run_cli(python, ["init", str(base), "--json", "--", *repo.command], base / repo.workdir, timeout)
         if rc != 0:
             out.problems.append(f"init: {(init or {}).get('message') or tail}")
             return out
-        rc, _, tail = _cli(python, ["doctor", str(base), "--repeats", "2", "--json"], base / repo.workdir, timeout)
+        rc, _, tail = run_cli(python, ["doctor", str(base), "--repeats", "2", "--json"], base / repo.workdir, timeout)
         if rc != 0:
             out.problems.append(f"doctor: {tail}")
             return out
@@ -294,7 +280,7 @@ def run_repo(repo: Repo, grid: dict, *, python: str, rounds: int, trials: int, t
 
         ours = fresh_copy(repo, ours_dir)
         t0 = time.perf_counter()
-        rc, outcome, tail = _cli(python, ["optimize", str(ours), "faster", "--trials", str(trials), "--no-bank",
+        rc, outcome, tail = run_cli(python, ["optimize", str(ours), "faster", "--trials", str(trials), "--no-bank",
                                           "--json", "--", *repo.command], ours / repo.workdir, timeout * 4)
         out.seconds["infrarsi"] = time.perf_counter() - t0
         run = load_run(ours)
