@@ -280,7 +280,7 @@ def run_repo(repo: Repo, grid: dict, *, python: str, rounds: int, trials: int, t
 
         ours = fresh_copy(repo, ours_dir)
         t0 = time.perf_counter()
-        rc, outcome, tail = run_cli(python, ["optimize", str(ours), "faster", "--trials", str(trials), "--no-bank",
+        rc, _, tail = run_cli(python, ["optimize", str(ours), "faster", "--trials", str(trials), "--no-bank",
                                           "--json", "--", *repo.command], ours / repo.workdir, timeout * 4)
         out.seconds["infrarsi"] = time.perf_counter() - t0
         run = load_run(ours)
