@@ -178,8 +178,8 @@ class Report:
     budget_bytes: int
     tokens_per_step: int
     planned_steps: int
-    planned_from: str
-    """Where the job's length came from (``Workload.planned_from``)."""
+    planned_from: str = ""
+    """Where the job's length came from (``Workload.planned_from``; empty in a contract older than it)."""
     noise_floor: float
     promotion_floor: float
     peak_flops: str
