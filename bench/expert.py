@@ -209,7 +209,8 @@ def measure_grid(base: Path, grid: dict, rounds: int, where: Path,
 
     def run(arm: Arm, steps: int) -> TrialResult:
         spec = TrialSpec(repo=arm.repo, contract=arm.contract, candidate=arm.candidate, steps=steps,
-                         reference_checksums=doctor.checksums, background=doctor.background)
+                         reference_checksums=doctor.checksums, reassociation_drift=doctor.reassociation_drift,
+                         background=doctor.background)
         return run_trial(spec)
 
     for r in range(rounds):
@@ -238,6 +239,7 @@ def false_aborts(copy: Path, timeout: float) -> tuple[int, int]:
             continue
         spec = TrialSpec(repo=copy, contract=contract, candidate=Candidate.from_dict(row.candidate),
                          reference_checksums=doctor.checksums if doctor else {},
+                         reassociation_drift=doctor.reassociation_drift if doctor else {},
                          background=doctor.background if doctor else None, timeout_s=timeout)
         rerun = run_trial(spec)
         if rerun.ok and rerun.step_time <= float(bound.group(1)) * (1 + MARGIN):

@@ -86,7 +86,8 @@ def main() -> None:
 
         def run_one(candidate: Candidate, _round: int, steps: int) -> TrialResult:
             return run_trial(TrialSpec(repo=repo, contract=contract, candidate=candidate, steps=steps,
-                                       reference_checksums=report.checksums, background=report.background))
+                                       reference_checksums=report.checksums,
+                                       reassociation_drift=report.reassociation_drift, background=report.background))
 
         rows = []
         started = time.monotonic()

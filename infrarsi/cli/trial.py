@@ -14,6 +14,8 @@ from rich.table import Table
 from infrarsi.cli.console import add_sandbox_flag, console, emit_json, err
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.events import Event
+from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.records.doctor import DoctorError, load_doctor
 from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult
@@ -69,7 +71,7 @@ def parse_value(contract: Contract, assignment: str) -> tuple[str, KnobValue]:
 def run(args: argparse.Namespace) -> int:
     try:
         spec = _spec(args)
-    except ValueError as error:  # ContractError, UsageError, TrialSpec's own checks
+    except (ValueError, DoctorError) as error:  # ContractError, UsageError, TrialSpec's own checks, doctor.json
         err(str(error))
         return 2
     problem = bwrap_problem() if spec.sandbox else None
@@ -90,8 +92,14 @@ def _spec(args: argparse.Namespace) -> TrialSpec:
     contract = require_intact(repo)
     candidate = Candidate(knobs=dict(parse_value(contract, a) for a in args.knobs), patches=tuple(args.patches))
     budget = int(args.budget_gib * GIB) if args.budget_gib is not None else None
+    # Held to doctor's parameters as the run's trials are, when doctor measured this contract.
+    doctor = load_doctor(repo)
+    doctor = doctor if doctor is not None and doctor.contract_hash == contract.digest() else None
     return TrialSpec(repo=repo, contract=contract, candidate=candidate, steps=args.steps,
-                     timeout_s=args.timeout, budget_bytes=budget, sandbox=args.sandbox)
+                     timeout_s=args.timeout, budget_bytes=budget, sandbox=args.sandbox,
+                     numerics_by_design=numerics_by_design(candidate),
+                     reference_checksums=doctor.checksums if doctor else {},
+                     reassociation_drift=doctor.reassociation_drift if doctor else {})
 
 
 def _run_with_progress(spec: TrialSpec) -> TrialResult:

@@ -59,6 +59,7 @@ class TrialSession:
         self.reference_checksums: dict[int, list[float]] = doctor.checksums if doctor else {}
         """The baseline's parameters after each length doctor ran: every trial of such a length
         that compares its losses compares them too."""
+        self.reassociation_drift: dict[int, float] = doctor.reassociation_drift if doctor else {}
         self.background = (doctor.background if doctor else None) or Background.unmeasured(len(job_cores()))
         """The machine's normal background, doctor's measure until the run measures it again
         (``_renormalize``): beyond it a trial is disturbed."""
@@ -189,6 +190,7 @@ class TrialSession:
             numerics_by_design=numerics_by_design(candidate),
             sandbox=self.sandbox,
             reference_checksums=self.reference_checksums,
+            reassociation_drift=self.reassociation_drift,
             background=self.background,
         )
         self.last_number = trial.number

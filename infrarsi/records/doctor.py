@@ -140,6 +140,10 @@ class DoctorReport:
     checksums: dict[int, list[float]] = field(default_factory=dict)
     """The same after each length a trial may run (the contract's, and verification's short one),
     by step count: a run of that length is held to it. Never shown to the job or a model."""
+    reassociation_drift: dict[int, float] = field(default_factory=dict)
+    """How far the reassociation run's parameters ended from the baseline's at the length it ran
+    (verification's long one), in ``accounting.checksum_drift``'s relative units: a run that only
+    reorders float sums drifts this far, which the parameter check allows for at that length."""
     model_facts: dict[str, int] = field(default_factory=dict)
     """What the script reported of its model (``probe.model``: parameters, layers, heads…): the
     experience bank's workload signature is built from them."""
@@ -191,6 +195,7 @@ class DoctorReport:
             param_checksum=data.get("param_checksum"),
             verification_steps=[int(n) for n in data.get("verification_steps", [])],
             checksums={int(k): list(v) for k, v in data.get("checksums", {}).items()},
+            reassociation_drift={int(k): float(v) for k, v in data.get("reassociation_drift", {}).items()},
             model_facts={k: int(v) for k, v in data.get("model_facts", {}).items()},
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),

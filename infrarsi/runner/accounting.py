@@ -24,6 +24,8 @@ import stat
 import statistics
 from pathlib import Path
 
+from infrarsi.noise import LOSS_SAFETY
+
 EXIT_SLACK_S = 2.0
 """Time allowed from the last step to the process's exit (the exit record, the interpreter's
 teardown) before the tail counts as unaccounted work."""
@@ -98,12 +100,40 @@ def params_checksum(path: Path) -> list[float] | None:
     return [total, squares]
 
 
-def checksum_tolerance(tolerance: float, reference: list[float]) -> float:
+def checksum_tolerance(tolerance: float, reference: list[float], drift: float = 0.0) -> float:
     """The relative tolerance on the parameters, from the loss tolerance: the loss check allows
     ``tolerance`` on losses of size ``mean |reference|``, a relative change of the loss; the
-    parameters are allowed the same relative change (never below MIN_RTOL)."""
+    parameters are allowed the same relative change (never below MIN_RTOL), and at least
+    ``LOSS_SAFETY`` times ``drift``, the change a run that only reorders float sums showed at that
+    length (the parameters drift further over a long run than the first steps' losses do)."""
     scale = statistics.fmean(abs(x) for x in reference) if reference else 0.0
-    return max(tolerance / scale, MIN_RTOL) if scale > 0 else MIN_RTOL
+    from_loss = max(tolerance / scale, MIN_RTOL) if scale > 0 else MIN_RTOL
+    return max(from_loss, LOSS_SAFETY * drift)
+
+
+def checksum_drift(cand: list[float], base: list[float]) -> float:
+    """How far the ``[sum, sum of squares]`` of one run's parameters is from another's, in the
+    relative units ``checksum_problem`` compares with its tolerance."""
+    (c_sum, c_sq), (b_sum, b_sq) = cand[:2], base[:2]
+    norm = math.sqrt(max(b_sq, 0.0))
+    return max(_relative(abs(c_sq - b_sq), 2 * abs(b_sq)), _relative(abs(c_sum - b_sum), abs(b_sum) + norm))
+
+
+def _relative(change: float, scale: float) -> float:
+    if scale:
+        return change / scale
+    return 0.0 if change == 0 else math.inf
+
+
+def drift_at(drifts: dict[int, float], steps: int) -> float:
+    """The reorder-only drift of the parameters expected after ``steps``: measured there, or the
+    longest measured length's scaled in proportion to the steps."""
+    if steps in drifts:
+        return drifts[steps]
+    if not drifts:
+        return 0.0
+    longest = max(drifts)
+    return drifts[longest] * steps / longest
 
 
 def checksum_problem(cand: list[float] | None, base: list[float] | None, *, rtol: float,
@@ -119,8 +149,7 @@ def checksum_problem(cand: list[float] | None, base: list[float] | None, *, rtol
         return f"the parameters after the last step are not finite (checksum {cand})"
     tol = EXACT_RTOL if exact_losses else rtol
     (c_sum, c_sq), (b_sum, b_sq) = cand[:2], base[:2]
-    norm = math.sqrt(max(b_sq, 0.0))
-    if abs(c_sq - b_sq) > 2 * tol * abs(b_sq) or abs(c_sum - b_sum) > tol * (abs(b_sum) + norm):
+    if checksum_drift(cand, base) > tol:
         how = "the losses match the reference exactly but" if exact_losses else "beyond the tolerance"
         return (f"the parameters after the last step differ from the baseline's ({how}: sum {c_sum:.9g} vs "
                 f"{b_sum:.9g}, sum of squares {c_sq:.9g} vs {b_sq:.9g}, relative tolerance {tol:.2g}): "

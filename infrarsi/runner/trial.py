@@ -85,6 +85,9 @@ class TrialSpec:
     """The baseline's parameters after each length doctor ran (doctor's ``checksums``, by step
     count): with ``check_loss``, a run of one of those lengths must end with the same ones
     (``accounting.checksum_problem``)."""
+    reassociation_drift: dict[int, float] = field(default_factory=dict)
+    """How far doctor's reorder-only run ended from those parameters, by step count (doctor's
+    ``reassociation_drift``): the parameter check allows ``LOSS_SAFETY`` times it at that length."""
     background: Background | None = None
     """Doctor's normal background (runner/interference.py): a step beyond it is disturbed, never
     counts toward aborting the run as slow, and a run disturbed overall ends ``disturbed``. None:
@@ -475,8 +478,9 @@ class _Trial:
             tolerance = loss.numerics_tolerance if self.spec.numerics_by_design else loss.tolerance
             compared = min(loss.compare_steps, len(loss.reference), len(r.losses))
             exact = compared > 0 and r.losses[:compared] == loss.reference[:compared]
+            drift = accounting.drift_at(self.spec.reassociation_drift, self.spec.total_steps)
             problem = accounting.checksum_problem(r.param_checksum, reference, exact_losses=exact,
-                                                  rtol=accounting.checksum_tolerance(tolerance, loss.reference))
+                                                  rtol=accounting.checksum_tolerance(tolerance, loss.reference, drift))
             if problem:
                 return TrialStatus.NUMERICS, problem
             if r.param_checksum is None:

@@ -46,7 +46,7 @@ from infrarsi.records.doctor import (
 )
 from infrarsi.records.files import doctor_logs_dir
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
-from infrarsi.runner import abort, interference
+from infrarsi.runner import abort, accounting, interference
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.claims import check_claims, unlocked
@@ -127,11 +127,14 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
 
     reorder_knobs = _reorder_knobs(contract)
     reorder_result = None
+    reorder_steps = max(lengths.long, min(contract.loss.compare_steps, contract.workload.total_steps))
     if reorder_knobs:
+        # Run to verification's long length: its first steps' losses set the loss tolerance, and
+        # its parameters there how far a reorder-only run drifts over the longest run judged.
         on_event(Event("doctor", "report", f"reassociation run with {reorder_knobs}", repeats, total))
         reorder_result = run_trial(TrialSpec(
             repo=repo, contract=contract, candidate=Candidate(knobs=reorder_knobs), check_loss=False,
-            steps=min(contract.loss.compare_steps, contract.workload.total_steps),
+            steps=reorder_steps,
             log_dir=log_root / "reassociation", on_event=on_event, sandbox=sandbox,
         ))
 
@@ -144,6 +147,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     except ValueError as err:  # a baseline whose losses cannot serve as the reference
         raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
     report.checksums = checksums
+    report.reassociation_drift = _drift(reorder_result, checksums.get(reorder_steps), reorder_steps)
     report.warnings += [length_warning] if length_warning else []
     report.verification_steps = [lengths.short, lengths.long]
     if peak_warning:
@@ -200,6 +204,13 @@ def _checksums(repo: Path, contract: Contract, lengths: Lengths, first: TrialRes
         else:
             checksums[steps] = result.param_checksum
     return lengths, {steps: c for steps, c in checksums.items() if c is not None}, warning
+
+
+def _drift(reorder: TrialResult | None, baseline: list[float] | None, steps: int) -> dict[int, float]:
+    """How far the reassociation run's parameters ended from the baseline's of the same length."""
+    if reorder is None or not reorder.ok or not reorder.param_checksum or not baseline:
+        return {}
+    return {steps: accounting.checksum_drift(reorder.param_checksum, baseline)}
 
 
 def _judge_claims(repo: Path, contract: Contract, runs: list[TrialResult], report: DoctorReport, log_root: Path,

@@ -2,7 +2,15 @@
 
 import pytest
 
-from infrarsi.runner.accounting import checksum_problem, checksum_tolerance, startup_problem, time_problem
+from infrarsi.noise import LOSS_SAFETY
+from infrarsi.runner.accounting import (
+    checksum_drift,
+    checksum_problem,
+    checksum_tolerance,
+    drift_at,
+    startup_problem,
+    time_problem,
+)
 
 
 def test_a_run_whose_time_adds_up_passes():
@@ -44,3 +52,18 @@ def test_checksum_within_the_tolerance_derived_from_the_loss_tolerance():
     assert checksum_problem([12.5, 845.0], ref, rtol=rtol, exact_losses=False) is not None
     assert checksum_problem([float("nan"), 1.0], ref, rtol=rtol, exact_losses=False) is not None
     assert checksum_problem(None, ref, rtol=rtol, exact_losses=False) is None
+
+
+def test_a_long_run_is_allowed_the_drift_a_reorder_only_run_showed_at_its_length():
+    ref, reordered = [12.5, 840.25], [12.5, 840.6]  # a reorder-only run's parameters after 32 steps
+    drift = checksum_drift(reordered, ref)
+    assert drift == pytest.approx(0.35 / (2 * 840.25))
+    from_loss = checksum_tolerance(1e-4, [5.0, 4.9, 4.8, 4.7, 4.6])
+    assert from_loss < drift  # the first steps' losses alone would call that run another model
+    assert checksum_problem(reordered, ref, rtol=from_loss, exact_losses=False) is not None
+    at_32 = checksum_tolerance(1e-4, [5.0, 4.9, 4.8, 4.7, 4.6], drift_at({32: drift}, 32))
+    assert at_32 == pytest.approx(LOSS_SAFETY * drift)
+    assert checksum_problem(reordered, ref, rtol=at_32, exact_losses=False) is None
+    # Ten times that drift is beyond it; a shorter run is allowed proportionally less.
+    assert checksum_problem([12.5, 840.25 + 10 * 0.35 * 1.01], ref, rtol=at_32, exact_losses=False) is not None
+    assert drift_at({32: drift}, 16) == pytest.approx(drift / 2) and drift_at({}, 16) == 0.0

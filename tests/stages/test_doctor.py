@@ -100,6 +100,9 @@ def test_doctor_measures_the_dense_gpt_baseline_and_says_where_the_time_goes(den
     assert report.reorder is not None and report.reorder.status == "ok"
     assert report.reorder.knobs in ({"micro_batch_size": 8}, {"micro_batch_size": 2})
     assert report.losses.tolerance >= 10 * report.reorder.max_deviation
+    # ... and ran to verification's long length, where its parameters' drift was measured.
+    long = report.verification_steps[1]
+    assert list(report.reassociation_drift) == [long] and 0 < report.reassociation_drift[long] < 1e-2
     assert report.losses.reference[-1] < report.losses.reference[0]  # the fixture learns
 
     contract = load_contract(dense_gpt)  # the hash was recomputed: this would raise otherwise
