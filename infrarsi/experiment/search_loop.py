@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from infrarsi.experiment.session import TrialSession
+from infrarsi.experiment.startup import cannot_pay_back
 from infrarsi.records import PatchCheck, RunResult
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import Strategy
@@ -40,7 +41,7 @@ def search(session: TrialSession, context: Strategy, patch_names: list[str], res
         raise SearchStopped(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
     result.baseline = base
     session.use_baseline(base)
-    result.patch_checks = validate_patches(session, baseline, patch_names)
+    result.patch_checks = validate_patches(session, base, patch_names)
     validated = [c.name for c in result.patch_checks if c.status == "validated"]
     space = SearchSpace.from_contract(contract, validated)
     context.prepare(space, patch_names)
@@ -74,16 +75,21 @@ def search(session: TrialSession, context: Strategy, patch_names: list[str], res
             given_up = 0
 
 
-def validate_patches(session: TrialSession, baseline: Candidate, names: list[str]) -> list[PatchCheck]:
-    """Each patch once, alone on the baseline: it must apply in scope, import and keep the loss."""
+def validate_patches(session: TrialSession, baseline: TrialResult, names: list[str]) -> list[PatchCheck]:
+    """Each patch once, alone on the baseline: it must apply in scope, import and keep the loss. A
+    patch whose one-off start-up alone outlasts the whole job is not tried: it cannot pay back."""
     done = {tuple(s.result.candidate.patches): s.result for s in session.store.trials(("validation",))}
     checks = []
     for name in names:
         result = done.get((name,))
+        unpaid = cannot_pay_back(session.contract, name, baseline.step_time) if result is None else None
+        if unpaid:
+            checks.append(PatchCheck(name=name, status="skipped", reason=unpaid, cost_s=0.0))
+            continue
         if result is None:
             if not session.budget_left():
                 break
-            cand = Candidate(knobs=dict(baseline.knobs), patches=(name,))
+            cand = Candidate(knobs=dict(baseline.candidate.knobs), patches=(name,))
             result = session.once(cand, "validation", reason=f"validate patch {name}")
         status = "validated" if result.ok else result.status.value
         checks.append(PatchCheck(name=name, status=status, reason=result.detail[-300:], cost_s=result.wall_s))

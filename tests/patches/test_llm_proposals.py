@@ -203,7 +203,7 @@ def test_a_locked_file_edit_and_a_batch_shrink_are_rejected_and_never_searched(r
     assert base.ok and len(base.losses) == 4, base.detail
     contract.loss.reference = list(base.losses)  # the session judges with this same contract
 
-    checks = validate_patches(session, baseline, proposals.names)
+    checks = validate_patches(session, base, proposals.names)
     got = {c.name: c for c in checks}
     print({n: (c.status, round(c.cost_s, 1), c.reason[:100]) for n, c in got.items()})
     assert got[good].status == "validated", got[good].reason
@@ -216,6 +216,6 @@ def test_a_locked_file_edit_and_a_batch_shrink_are_rejected_and_never_searched(r
     # so there may be more than three)
     validations = len(store.trials(("validation",)))
     assert validations >= 3
-    assert [(c.name, c.status) for c in validate_patches(session, baseline, proposals.names)] == \
+    assert [(c.name, c.status) for c in validate_patches(session, base, proposals.names)] == \
         [(c.name, c.status) for c in checks]
     assert len(store.trials(("validation",))) == validations
