@@ -7,8 +7,10 @@ patch keeps the global batch and splits it: in a loop body that zeroes the gradi
 ``backward()`` run once per micro-batch, over ``chunk``s of the batch tensors the loop yields.
 
 The loss normalisation is kept: a mean-reduced loss is weighted by each micro-batch's share of the
-batch, so the accumulated gradient is the full batch's; a file whose losses sum
-(``reduction='sum'``) adds the micro-batch losses as they are. The split count is a knob the patch
+batch, so the accumulated gradient is the full batch's; a loop whose loss sums (``reduction='sum'``
+in the statements it splits, or a loss function built with it that they call) adds the micro-batch
+losses as they are. A sum-reduced loss elsewhere in the file (an evaluation's) says nothing of the
+training loop's. The split count is a knob the patch
 adds (``grad_accum_splits``, 2 when applied, role ``grad_accum``): a module global, or an argparse
 flag where the file parses its command line at module level. Like every patch, a trial validates
 it: the loss trajectory must hold (a model with batch statistics, BatchNorm, does not, and is
@@ -18,6 +20,7 @@ rejected there).
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from infrarsi.contract import Knob
 from infrarsi.patches._cst import after_imports, code
@@ -54,11 +57,19 @@ class GradientAccumulationCodemod(PatchCodemod):
 
     def __init__(self, context):
         super().__init__(context)
-        self.sum_reduced = False
+        self.sum_losses: set[str] = set()
+        """Names a sum-reduced loss function is assigned to (``criterion = nn.MSELoss(reduction='sum')``)."""
 
     def visit_Module(self, node: cst.Module) -> bool:
-        self.sum_reduced = "reduction='sum'" in node.code or 'reduction="sum"' in node.code
+        # The whole file first: the loss function may be built below the loop that calls it.
+        for assign in m.findall(node, m.Assign(value=m.Call())):
+            if isinstance(assign, cst.Assign) and _sums(code(assign.value)):
+                self.sum_losses.update(code(t.target) for t in assign.targets)
         return True
+
+    def _sum_reduced(self, statements: list[cst.BaseStatement]) -> bool:
+        text = "".join(code(s) for s in statements)
+        return _sums(text) or any(f"{name}(" in text for name in self.sum_losses)
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         names = _batch_names(original_node)
@@ -78,7 +89,7 @@ class GradientAccumulationCodemod(PatchCodemod):
             return updated_node
         backward = body[end].body[0].value
         loss = code(backward.func.value)
-        if not self.sum_reduced:
+        if not self._sum_reduced(section):
             loss = f"({loss} * (len({chunked[0]}) / len({FULL}[0])))"
         new_back = body[end].with_changes(body=[cst.Expr(backward.with_changes(
             func=backward.func.with_changes(value=cst.parse_expression(loss))))])
@@ -130,6 +141,10 @@ class _Rename(cst.CSTTransformer):
             return updated_node.with_changes(args=[updated_node.args[0].with_changes(
                 value=cst.parse_expression(self.reader))])
         return updated_node
+
+
+def _sums(source: str) -> bool:
+    return "reduction='sum'" in source or 'reduction="sum"' in source
 
 
 def _names(node: cst.CSTNode):

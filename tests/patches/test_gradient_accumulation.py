@@ -60,6 +60,19 @@ def test_a_sum_reduced_loss_is_not_reweighted(tmp_path):
     assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
 
 
+def test_the_loss_the_loop_splits_decides_its_weighting_not_another_in_the_file():
+    loop = ("def train(loader, model, opt):\n    for x, y in loader:\n        opt.zero_grad()\n"
+            "        loss = {loss}\n        loss.backward()\n        opt.step()\n")
+    evaluation = "def test(model, x, y):\n    return F.nll_loss(model(x), y, reduction='sum')\n"
+    weighted = "(loss * (len(x) / len(_infrarsi_full_batch[0]))).backward()"
+    # An evaluation's summed loss (as pytorch/examples' MNIST has) leaves the mean-reduced training loss weighted.
+    patched = GradientAccumulation().transform("t.py", loop.format(loss="F.nll_loss(model(x), y)") + evaluation).code
+    assert weighted in patched
+    # A loss function built with reduction='sum', below the loop that calls it, is summed as it is.
+    summed = loop.format(loss="crit(model(x), y)") + "crit = nn.MSELoss(reduction='sum')\n"
+    assert weighted not in GradientAccumulation().transform("t.py", summed).code
+
+
 def _run_patched(tmp_path, source: str) -> tuple[str, list[float], list[float]]:
     """The patched code, and the checksums ``source`` gives before and after the patch."""
     original, patched = tmp_path / "original.py", tmp_path / "patched.py"
