@@ -40,8 +40,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from infrarsi.byte_units import GIB, MIB
 from infrarsi.contract import STATE_DIR
-from infrarsi.units import GIB, MIB
 
 DEFAULT_CORPUS = Path("/work/shared/corpus")
 CLI = "import sys; from infrarsi.cli import main; sys.exit(main())"

@@ -7,7 +7,7 @@ For each repo (the corpus entries in ``../shared/corpus`` and the fixtures), on 
 2. **The expert**: the points of ``bench/expert_grids.toml`` (launch flags, environment, hand edits
    of the code; only what the repo's ``[truth]`` table calls legitimate), each on its own copy of the
    repo, all run interleaved with the baseline for ``--rounds`` rounds at verification's two lengths
-   and judged by the run's own rule on whole processes (``infrarsi.verification.judge``: the job
+   and judged by the run's own rule on whole processes (``infrarsi.whole_process.judge``: the job
    speed-up's 95% interval). Every point keeps doctor's loss check. The expert's best is the fastest
    point whose interval clears the promotion floor.
 3. **InfraRSI**: ``optimize --trials 20 --no-bank`` on a fresh copy; its promoted job speed-up, the
@@ -49,7 +49,7 @@ from infrarsi.records.verdict import Verdict
 from infrarsi.runner.abort import MARGIN
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Lengths, Pair, judge
+from infrarsi.whole_process import Lengths, Pair, judge
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -43,13 +43,13 @@ from pathlib import Path
 
 import torch
 
+from infrarsi.byte_units import GIB
 from infrarsi.contract import STATE_DIR, Contract, ContractError, VerifyPolicy, load_contract, save_contract
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.records import DoctorReport, HardwareFingerprint
 from infrarsi.records.files import state_dir
 from infrarsi.report.model import candidate_peak
 from infrarsi.trials import Candidate
-from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

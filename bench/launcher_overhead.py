@@ -34,6 +34,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from infrarsi.byte_units import GIB
 from infrarsi.contract import STATE_DIR, Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.launcher import ENV_RECORDS, launcher_env
 from infrarsi.launcher.channel import RecordChannel
@@ -41,7 +42,6 @@ from infrarsi.launcher.control import StepControl
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate
-from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"

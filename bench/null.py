@@ -2,7 +2,7 @@
 
 The paced job (tests/test_data/stages/paced: a real process stepping through the probe at a pace
 set by its knobs) after the real ``init`` and ``doctor``. Each repetition is one verification as
-``infrarsi run`` does it (``verification.interleave`` with the run's rounds, lengths and promotion
+``infrarsi run`` does it (``whole_process.interleave`` with the run's rounds, lengths and promotion
 floor, every run a real trial through ``run_trial``): the baseline, and as its only candidate the
 baseline again under a patch that changes nothing but a comment in train.py, so the two arms run
 the same work. No repetition may promote; the table is the distribution of the job speed-ups it
@@ -33,7 +33,7 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.init import init
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.verification import Lengths, Rounds, interleave
+from infrarsi.whole_process import Lengths, Rounds, interleave
 
 ROOT = Path(__file__).resolve().parents[1]
 PACED = ROOT / "tests" / "test_data" / "stages" / "paced"

@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 
 from infrarsi.contract import load_contract
+from infrarsi.experiment.store import TrialStore, default_storage_url
 from infrarsi.records import load_doctor, load_run
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import SAMPLERS, make_strategy
-from infrarsi.study import TrialStore, default_storage_url
 
 
 def proposals(repo: Path, trials: int | None, sampler: str) -> list[dict]:

@@ -29,13 +29,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from infrarsi.byte_units import GIB, MIB
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.probe import ENV_FILE
 from infrarsi.runner.process import TrialProcess
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.runner.watchdog import MemoryWatchdog
 from infrarsi.trials import Candidate
-from infrarsi.units import GIB, MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"

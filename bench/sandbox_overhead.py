@@ -26,11 +26,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from infrarsi.byte_units import GIB
 from infrarsi.contract import STATE_DIR, Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.runner import sandbox
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.units import GIB
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "dense_gpt"

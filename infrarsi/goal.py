@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from infrarsi.byte_units import GIB, KIB, MIB, TIB
 from infrarsi.llm import LLMConfig, call_tool
-from infrarsi.units import GIB, KIB, MIB, TIB
 
 EXAMPLES = (
     '"faster"',

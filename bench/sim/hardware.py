@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infrarsi.byte_units import GIB
 from infrarsi.datasheet import datasheet_entry
-from infrarsi.units import GIB
 
 GB = 10**9
 

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from bench.sim.hardware import GPU, Cluster
-from infrarsi.units import GIB
+from infrarsi.byte_units import GIB
 
 Recompute = Literal["none", "selective", "full"]
 Status = Literal["ok", "oom", "invalid"]

@@ -14,9 +14,9 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infrarsi.byte_units import MIB
 from infrarsi.contract import STATE_DIR, Contract, load_contract, save_contract
 from infrarsi.stages.init import init
-from infrarsi.units import MIB
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

@@ -35,10 +35,10 @@ from bench.tuners.methods import METHODS, sampler_of, strategy
 from bench.tuners.replay import DOCS, OUT, record_bad_bank, record_bank, verified_pick
 from bench.tuners.table import Table
 from infrarsi.contract import load_contract
+from infrarsi.experiment.store import TrialStore
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import doctor
 from infrarsi.stages.run import run
-from infrarsi.study import TrialStore
 
 COUNTED = ("baseline", "validation", "search")
 """Trial kinds that spend the trial budget (re-verification comes after it)."""

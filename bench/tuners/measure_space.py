@@ -34,6 +34,7 @@ import numpy as np
 import psutil
 
 from bench.tuners.fixture import ROOT, SPACES, budget_mib, prepare
+from infrarsi.byte_units import MIB
 from infrarsi.contract import contract_path, require_intact
 from infrarsi.hardware import fingerprint
 from infrarsi.patches.numerics import numerics_by_design
@@ -42,7 +43,6 @@ from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.space import SearchSpace
 from infrarsi.stages.doctor import doctor
 from infrarsi.trials import Candidate
-from infrarsi.units import MIB
 
 DATA = ROOT / "bench" / "data"
 MIN_TIMEOUT_S = 180.0

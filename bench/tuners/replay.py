@@ -50,12 +50,12 @@ from bench.tuners.table import Table
 from infrarsi.bank import EffectFinding
 from infrarsi.contract import VerifyPolicy
 from infrarsi.experiment.search_loop import abort_bound
+from infrarsi.experiment.store import TrialStore
 from infrarsi.hardware import fingerprint
 from infrarsi.priors.types import setting_key
 from infrarsi.records import PatchCheck, Verdict
 from infrarsi.search.optuna_samplers import OptunaSampler
 from infrarsi.search.space import SearchSpace
-from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate, TrialResult
 
 OUT = ROOT / "bench" / "out"

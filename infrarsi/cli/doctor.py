@@ -8,10 +8,10 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from infrarsi.byte_units import GIB
 from infrarsi.cli.console import ProgressSink, add_sandbox_flag, add_wait_flag, console, emit_json, err
 from infrarsi.records import DoctorReport, doctor_path
 from infrarsi.stages.doctor import doctor
-from infrarsi.units import GIB
 
 BAR_WIDTH = 30
 

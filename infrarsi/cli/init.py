@@ -9,10 +9,10 @@ from pathlib import Path
 
 from rich.table import Table
 
+from infrarsi.byte_units import GIB
 from infrarsi.cli.console import console, emit_json, err
 from infrarsi.cli.fit import print_diff
 from infrarsi.stages.init import MEASURED_STEPS, WARMUP_STEPS, InitResult, init
-from infrarsi.units import GIB
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 
 from infrarsi.events import clock
-from infrarsi.report import units
+from infrarsi.report import formatting
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.report.model import Audit, Report, Side
 from infrarsi.stages.apply import ApplyResult
@@ -30,8 +30,8 @@ def _command(command: str, width: int) -> list[str]:
 
 
 def _side(side: Side) -> str:
-    mfu = f", MFU {units.percent(side.mfu)}" if side.mfu is not None else ""
-    return f"{units.seconds(side.step_s)} a step, peak {units.memory(side.peak_bytes)}{mfu}"
+    mfu = f", MFU {formatting.percent(side.mfu)}" if side.mfu is not None else ""
+    return f"{formatting.seconds(side.step_s)} a step, peak {formatting.memory(side.peak_bytes)}{mfu}"
 
 
 def _trials(r: Report) -> str:
@@ -64,7 +64,7 @@ def lines(result, width: int, repo: str) -> list[str]:
     if audit is not None and report.job_speedup is not None:
         point, low, high = report.job_speedup
         out += _wrap(f"Promoted: {audit.setting}", width)
-        job = (f", job {units.seconds(report.baseline.job_s)} -> {units.seconds(report.promoted.job_s)}"
+        job = (f", job {formatting.seconds(report.baseline.job_s)} -> {formatting.seconds(report.promoted.job_s)}"
                if report.promoted is not None and report.baseline.job_s and report.promoted.job_s else "")
         out += _wrap(f"{point:.2f}x faster (95% CI {low:.2f}-{high:.2f}x){job}", width, "  ")
         if report.step_speedup is not None:
@@ -93,7 +93,7 @@ def lines(result, width: int, repo: str) -> list[str]:
     base, best = report.baseline, report.promoted
     out += _wrap(f"Baseline: {_side(base)}" + (f"; promoted: {_side(best)}" if best is not None else ""), width)
     if report.machine_peak:
-        shown = [f"{name} {units.percent(side.machine_mfu)}" for name, side in (("baseline", base), ("promoted", best))
+        shown = [f"{name} {formatting.percent(side.machine_mfu)}" for name, side in (("baseline", base), ("promoted", best))
                  if side is not None]
         out += _wrap(f"MFU of the machine's peak ({report.machine_peak}), beside the job's own: {', '.join(shown)}",
                      width)
@@ -105,7 +105,7 @@ def lines(result, width: int, repo: str) -> list[str]:
     for audit in report.audits:
         if not audit.promoted:
             verdict = "cleared the floor" if audit.cleared else "not promoted"
-            out += _wrap(f"Also verified: {audit.setting}: {units.interval(audit.job_speedup)}, {verdict}", width)
+            out += _wrap(f"Also verified: {audit.setting}: {formatting.interval(audit.job_speedup)}, {verdict}", width)
     for note in report.notes:
         out += _wrap(f"Caveat: {note}", width)
     out += _wrap(f"Every trial, prior and price: infrarsi report {repo} (or optimize --verbose).", width)

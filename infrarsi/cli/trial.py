@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from infrarsi.byte_units import GIB
 from infrarsi.cli.console import add_sandbox_flag, console, emit_json, err
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.events import Event
@@ -19,7 +20,6 @@ from infrarsi.records.doctor import DoctorError, load_doctor
 from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.units import GIB
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

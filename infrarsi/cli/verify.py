@@ -8,7 +8,7 @@ from pathlib import Path
 from infrarsi.cli.console import ProgressSink, add_sandbox_flag, console, emit_json, err
 from infrarsi.contract import ContractError, load_contract
 from infrarsi.stages.verify import VerifyStatus, verify
-from infrarsi.verification import Rounds
+from infrarsi.whole_process import Rounds
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

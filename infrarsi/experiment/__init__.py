@@ -1,4 +1,5 @@
-"""The experiment engine the run stage drives: a trial session over the study (``session``), the
-search loop (``search_loop``), re-verification's conclusion (``conclusion``), the run's summary
-(``summary``) and what a busy machine costs (``quiet``, which verify shares). Below the stages:
-nothing here imports ``infrarsi.stages`` (tests/test_layers.py)."""
+"""The experiment engine the run stage drives: the study store (``store``; Optuna's private API in
+``optuna_adapter``; a round several workers share in ``shared_round``), a trial session over it
+(``session``), the search loop (``search_loop``), re-verification's conclusion (``conclusion``),
+the run's summary (``summary``) and what a busy machine costs (``quiet``, which verify shares).
+Below the stages: nothing here imports ``infrarsi.stages`` (tests/test_layers.py)."""

@@ -11,7 +11,7 @@ from infrarsi.patches.diff_patch import LLM_PREFIX
 from infrarsi.records import RunResult, RunStatus, Verdict
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.verification import Rounds, best_promoted, interleave
+from infrarsi.whole_process import Rounds, best_promoted, interleave
 
 
 def conclude(session: TrialSession, context: Strategy, result: RunResult) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 from infrarsi.experiment.session import TrialSession
+from infrarsi.experiment.shared_round import MEASURING, WAIT_POLL_S
 from infrarsi.experiment.startup import cannot_pay_back
 from infrarsi.records import PatchCheck, RunResult
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import Strategy
-from infrarsi.study_round import MEASURING, WAIT_POLL_S
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 ABORT_FACTOR = 1.5

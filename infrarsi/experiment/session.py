@@ -13,15 +13,15 @@ from infrarsi.background import Background
 from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
+from infrarsi.experiment.shared_round import SharedRound
 from infrarsi.experiment.startup import declared_startup
+from infrarsi.experiment.store import TrialStore
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import DoctorReport
 from infrarsi.runner.interference import idle_load, job_cores, measured_background
 from infrarsi.runner.trial import TrialSpec, run_trial
-from infrarsi.study import TrialStore
-from infrarsi.study_round import SharedRound
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Lengths
+from infrarsi.whole_process import Lengths
 
 RERUN_OF_ATTR = "rerun_of"
 """The study trial's user attribute holding the number of the disturbed trial it reruns."""
@@ -54,7 +54,7 @@ class TrialSession:
         self.started = 0
         self.timeout_s: float | None = None
         self.round = SharedRound(store)
-        """This session's round of the (possibly shared) study: infrarsi/study_round.py."""
+        """This session's round of the (possibly shared) study: infrarsi/experiment/shared_round.py."""
         self.verified_here = False
         self.reference_checksums: dict[int, list[float]] = doctor.checksums if doctor else {}
         """The baseline's parameters after each length doctor ran: every trial of such a length

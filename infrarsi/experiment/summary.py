@@ -8,7 +8,7 @@ from infrarsi.experiment.session import RERUN_OF_ATTR, TrialSession
 from infrarsi.records import BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, TrialRow
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import TrialResult
-from infrarsi.verification import job_seconds
+from infrarsi.whole_process import job_seconds
 
 
 def summarize(session: TrialSession, context: Strategy, result: RunResult, skipped: list[PatchCheck]) -> None:

@@ -25,7 +25,9 @@ SCHEMA = Path(__file__).with_name("data") / "frameworks.toml"
 
 
 @dataclass(frozen=True, slots=True)
-class Setting:
+class FrameworkSetting:
+    """A training framework's setting the code uses (frameworks.toml), as a knob with its role; not
+    :class:`infrarsi.settings.Setting`, the `knob=value` key."""
     framework: str
     name: str
     flag: str
@@ -48,7 +50,7 @@ def _uses(readers: list[ParsedFile], parser: str, detect: list[str]) -> bool:
     return False
 
 
-def framework_settings(readers: list[ParsedFile]) -> list[Setting]:
+def framework_settings(readers: list[ParsedFile]) -> list[FrameworkSetting]:
     """The schema settings of every framework the job's code hands to its parser."""
     out = []
     for framework, spec in _schema().items():
@@ -58,11 +60,11 @@ def framework_settings(readers: list[ParsedFile]) -> list[Setting]:
             flag = spec["flag_prefix"] + name
             knob = RawKnob(name, s["type"], s["default"], tuple(s.get("choices", ())), help=f"{framework} setting",
                            flag=flag, source=f"{framework} schema")
-            out.append(Setting(framework, name, flag, Rule(s["role"], "", s.get("aspect", "")), knob))
+            out.append(FrameworkSetting(framework, name, flag, Rule(s["role"], "", s.get("aspect", "")), knob))
     return out
 
 
-def with_settings(knobs: list[RawKnob], settings: list[Setting]) -> list[RawKnob]:
+def with_settings(knobs: list[RawKnob], settings: list[FrameworkSetting]) -> list[RawKnob]:
     """``knobs`` plus the framework settings not among them (matched by flag or name)."""
     have = {k.name for k in knobs} | {k.flag.replace("-", "_") for k in knobs if k.flag}
     return [*knobs, *(s.knob for s in settings if s.name not in have and s.flag.replace("-", "_") not in have)]

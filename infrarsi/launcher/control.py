@@ -1,7 +1,7 @@
 """When a trial's processes stop: decided in InfraRSI's process, one step at a time.
 
 A job that knew how many steps its run will take could spend time only in the runs that stop
-early, and the two-length measurement that decides a promotion (infrarsi/verification.py) would
+early, and the two-length measurement that decides a promotion (infrarsi/whole_process.py) would
 read that as faster steps. So the number never enters the job: after each step record, the
 launcher waits for one byte on its own control FIFO (``ctl-<pid>``, made by the launcher beside
 the record channel before its first step record): ``c`` to go on, ``s`` to stop after this step.

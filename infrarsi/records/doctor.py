@@ -136,7 +136,7 @@ class DoctorReport:
     InfraRSI's process): what a candidate that trains the same model ends near."""
     verification_steps: list[int] = field(default_factory=list)
     """The two lengths verification runs every arm at (short, long), chosen from these runs' step
-    time and whole-process spread (``verification.Lengths.of``)."""
+    time and whole-process spread (``whole_process.Lengths.of``)."""
     checksums: dict[int, list[float]] = field(default_factory=dict)
     """The same after each length a trial may run (the contract's, and verification's short one),
     by step count: a run of that length is held to it. Never shown to the job or a model."""

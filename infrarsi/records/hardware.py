@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
-from infrarsi.units import GIB
+from infrarsi.byte_units import GIB
 
 
 @dataclass(frozen=True, slots=True)

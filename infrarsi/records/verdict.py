@@ -14,7 +14,7 @@ class Verdict:
     reason: str
     job_speedup: tuple[float, float, float] | None = None
     """(point, low, high) of baseline job time over candidate job time, both from whole processes
-    (infrarsi/verification.py): what decides."""
+    (infrarsi/whole_process.py): what decides."""
     step_speedup: tuple[float, float, float] | None = None
     """The same for the time per step, from whole processes."""
     record_step_speedup: tuple[float, float, float] | None = None

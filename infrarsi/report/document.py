@@ -85,7 +85,7 @@ def blocks(report: Report, plots: dict[str, Path]) -> list[Block]:
         Items([
             f"run {report.run_id} ({report.sampler} sampler, started {report.started}): {report.run_status}"
             + (f", {report.run_message}" if report.run_message else ""),
-            f"hardware: {report.hardware}; memory budget {tables.units.memory(report.budget_bytes)} ({report.device})",
+            f"hardware: {report.hardware}; memory budget {tables.formatting.memory(report.budget_bytes)} ({report.device})",
             f"{report.tokens_per_step:,} tokens per step; the job runs {report.planned_steps:,} steps"
             + (f" ({report.planned_from})" if report.planned_from else ""),
             f"priors from {report.priors_source or 'unknown'}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infrarsi.contract import Contract, KnobValue
 from infrarsi.records import DoctorReport, MemoryPriceRow, PatchCheck, PeakFlops, PriorCheckRow, RunResult, Verdict
@@ -28,9 +28,13 @@ from infrarsi.report.utilization import (
     step_mfu,
 )
 from infrarsi.runner.command import patches_to_apply
-from infrarsi.study import StoredTrial
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import job_seconds
+from infrarsi.whole_process import job_seconds
+
+if TYPE_CHECKING:
+    # The stored trials come from the report stage, which opens the study: the report reads what
+    # the engine wrote without importing it (tests/test_layers.py).
+    from infrarsi.experiment.store import StoredTrial
 
 FAILED = tuple(s.value for s in TrialStatus if s is not TrialStatus.OK)
 INTERRUPTED = "interrupted"

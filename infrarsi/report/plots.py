@@ -13,9 +13,9 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-from infrarsi.report import units
+from infrarsi.byte_units import GIB, MIB
+from infrarsi.report import formatting
 from infrarsi.report.model import Report
-from infrarsi.units import GIB, MIB
 
 STATUS_COLORS = {
     "ok": "#2e7d32",
@@ -165,7 +165,7 @@ def draw_memory(report: Report, path: Path) -> Path:
             _arrow(ax, c.step_s, c.level_bytes / unit, length)
     for side_ax in [a for a in (ax, side) if a is not None]:
         side_ax.axhline(data.budget_bytes / unit, color="black", ls="--", lw=1)
-    ax.text(0.01, data.budget_bytes / unit, f" budget {units.memory(data.budget_bytes)}",
+    ax.text(0.01, data.budget_bytes / unit, f" budget {formatting.memory(data.budget_bytes)}",
             transform=ax.get_yaxis_transform(), va="bottom", fontsize=8)
     for label, side_data, marker in (("baseline", report.baseline, "s"), ("promoted", report.promoted, "*")):
         if side_data is not None and side_data.step_s and side_data.peak_bytes:

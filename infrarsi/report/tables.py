@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infrarsi.report import units
+from infrarsi.report import formatting
 from infrarsi.report.model import INTERRUPTED, Audit, Report, Side
 
 MISCALIBRATED = "✗ miscalibrated"
@@ -26,7 +26,7 @@ def _last_line(detail: str, width: int = 160) -> str:
 
 
 def _ratio(new: float | None, old: float | None) -> str:
-    return units.ratio(new / old) if new and old else "–"
+    return formatting.ratio(new / old) if new and old else "–"
 
 
 def comparison(report: Report) -> Table:
@@ -37,13 +37,13 @@ def comparison(report: Report) -> Table:
     if p and p.peak_bytes and b.peak_bytes:
         peak_change = f"{p.peak_bytes / b.peak_bytes - 1:+.1%}"
     rows = [
-        ["step time (median)", units.seconds(b.step_s), units.seconds(q.step_s),
-         f"speedup {units.interval(report.step_speedup)}" if report.step_speedup else "–"],
-        ["tokens/s", units.rate(b.tokens_per_s), units.rate(q.tokens_per_s), _ratio(q.tokens_per_s, b.tokens_per_s)],
-        ["MFU", units.percent(b.mfu), units.percent(q.mfu), _ratio(q.mfu, b.mfu)],
-        ["peak memory", units.memory(b.peak_bytes), units.memory(q.peak_bytes), peak_change],
-        [f"job ({report.planned_steps} steps + start-up)", units.seconds(b.job_s), units.seconds(q.job_s),
-         f"speedup {units.interval(report.job_speedup)}" if report.job_speedup else "–"],
+        ["step time (median)", formatting.seconds(b.step_s), formatting.seconds(q.step_s),
+         f"speedup {formatting.interval(report.step_speedup)}" if report.step_speedup else "–"],
+        ["tokens/s", formatting.rate(b.tokens_per_s), formatting.rate(q.tokens_per_s), _ratio(q.tokens_per_s, b.tokens_per_s)],
+        ["MFU", formatting.percent(b.mfu), formatting.percent(q.mfu), _ratio(q.mfu, b.mfu)],
+        ["peak memory", formatting.memory(b.peak_bytes), formatting.memory(q.peak_bytes), peak_change],
+        [f"job ({report.planned_steps} steps + start-up)", formatting.seconds(b.job_s), formatting.seconds(q.job_s),
+         f"speedup {formatting.interval(report.job_speedup)}" if report.job_speedup else "–"],
         ["runs", str(b.runs), str(q.runs) if p else "–", ""],
     ]
     caption = f"Baseline: {b.source}. " + (f"Promoted: {p.source}. " if p else "No candidate was promoted. ")
@@ -72,7 +72,7 @@ def statuses(report: Report) -> Table:
 
 
 def trials(report: Report) -> Table:
-    rows = [[str(t.number), t.kind, t.status, t.setting, units.seconds(t.step_s), units.memory(t.peak_bytes),
+    rows = [[str(t.number), t.kind, t.status, t.setting, formatting.seconds(t.step_s), formatting.memory(t.peak_bytes),
              f"{t.wall_s:.1f}", t.reason if t.status == "ok" else _last_line(t.detail)]
             for t in report.trials]
     return Table("Every trial", ["#", "kind", "status", "setting", "step", "peak", "wall s", "why"], rows)
@@ -85,8 +85,8 @@ def verdict_word(audit: Audit) -> str:
 
 
 def verdicts(report: Report) -> Table:
-    rows = [[a.setting, verdict_word(a), units.interval(a.job_speedup), units.interval(a.step_speedup),
-             units.interval(a.record_step_speedup), "–" if a.max_loss_diff is None else f"{a.max_loss_diff:.2g}",
+    rows = [[a.setting, verdict_word(a), formatting.interval(a.job_speedup), formatting.interval(a.step_speedup),
+             formatting.interval(a.record_step_speedup), "–" if a.max_loss_diff is None else f"{a.max_loss_diff:.2g}",
              a.reason]
             for a in report.audits]
     return Table("Re-verified candidates", ["candidate", "verdict", "job speedup (95% CI)", "per step",
@@ -98,7 +98,7 @@ def verdicts(report: Report) -> Table:
 
 def prices(report: Report) -> Table:
     rows = [[p.key, f"{p.pct:+.1f}%", f"{100 * math.expm1(p.log_effect - p.log_sd):+.1f}% … "
-             f"{100 * math.expm1(p.log_effect + p.log_sd):+.1f}%", units.memory(p.bytes_at_baseline)]
+             f"{100 * math.expm1(p.log_effect + p.log_sd):+.1f}%", formatting.memory(p.bytes_at_baseline)]
             for p in sorted(report.memory_prices, key=lambda p: p.pct)]
     return Table("Memory price per setting", ["setting", "peak change", "± 1 sd", "at the baseline's peak"], rows,
                  "From the censored (Tobit) fit of log peak memory over every trial; "

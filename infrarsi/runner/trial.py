@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infrarsi.background import Background
+from infrarsi.byte_units import GIB
 from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.launcher import launcher_env
@@ -45,7 +46,6 @@ from infrarsi.runner.process import TrialProcess, interrupt_guard
 from infrarsi.runner.watchdog import MemoryWatchdog
 from infrarsi.runner.workspace import Workspace, WorkspaceError
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.units import GIB
 
 POLL_S = 0.05
 """How often the run's reports are read and the stop conditions checked."""

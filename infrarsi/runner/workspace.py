@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from infrarsi.byte_units import GIB, MIB
 from infrarsi.contract import STATE_DIR, Contract, KnobValue
 from infrarsi.hunk import Hunk
 from infrarsi.knobs.config_files import DATA_SUFFIXES, set_data_config
@@ -33,7 +34,6 @@ from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.patches import apply_patches
 from infrarsi.records.files import patch_dir
 from infrarsi.runner import sandbox
-from infrarsi.units import GIB, MIB
 
 SKIPPED_DIRS = frozenset({".git", STATE_DIR, "__pycache__"})
 # Files up to this size are kept in memory for diffs; larger ones (data, checkpoints) are

@@ -6,7 +6,7 @@ import math
 import statistics
 
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import job_seconds
+from infrarsi.whole_process import job_seconds
 
 
 def measured_keys(history: list[TrialResult]) -> set[str]:

@@ -30,7 +30,7 @@ from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, Ran
 from infrarsi.search.sampler import Proposal, Sampler, rank_by_measurement
 from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.verification import ahead_of_baseline
+from infrarsi.whole_process import ahead_of_baseline
 
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
 MAX_NOISE_FLOOR = 0.5

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
+from infrarsi.byte_units import GIB
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.units import GIB
 
 
 def contract_with(knobs: list[Knob], *, global_batch: int = 16, budget_bytes: int = GIB,

@@ -17,6 +17,7 @@ import git
 
 from infrarsi import patches as patch_library
 from infrarsi import vcs
+from infrarsi.byte_units import MIB
 from infrarsi.contract import Contract, KnobValue, require_intact
 from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.launcher.settings import settings_env
@@ -26,8 +27,7 @@ from infrarsi.records.files import patch_dir, state_dir
 from infrarsi.report.reproduce import reproduce_command
 from infrarsi.runner.command import patches_to_apply
 from infrarsi.trials import Candidate
-from infrarsi.units import MIB
-from infrarsi.verification import Verdict
+from infrarsi.whole_process import Verdict
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 """What stages/run.py's new_run_id writes."""

@@ -26,6 +26,7 @@ import torch
 
 from infrarsi import batch, noise
 from infrarsi.background import busy_limit
+from infrarsi.byte_units import GIB
 from infrarsi.contract import Contract, ContractError, KnobValue, require_intact, save_contract
 from infrarsi.datasheet import normalize_dtype
 from infrarsi.events import Event, EventSink, ignore
@@ -51,8 +52,7 @@ from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.claims import check_claims, unlocked
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.units import GIB
-from infrarsi.verification import Lengths
+from infrarsi.whole_process import Lengths
 
 PHASE_TOLERANCE = 0.10
 """The probe's phases must cover the step time within this fraction for the split to be trusted."""

@@ -31,6 +31,7 @@ import libcst as cst
 import psutil
 
 from infrarsi import batch
+from infrarsi.byte_units import GIB, MIB
 from infrarsi.codemods.insert_probe import probe_diff
 from infrarsi.commandline import Command, CommandError, parse_command, script_settings
 from infrarsi.contract import (
@@ -61,7 +62,6 @@ from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, pyt
 from infrarsi.launcher.settings import launcher_knobs
 from infrarsi.llm import load_llm_config
 from infrarsi.patches import patch_knobs
-from infrarsi.units import GIB, MIB
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10

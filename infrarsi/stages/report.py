@@ -15,12 +15,12 @@ import optuna
 import sqlalchemy.exc
 
 from infrarsi.contract import Contract, ContractError, require_intact
+from infrarsi.experiment.store import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
 from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
 from infrarsi.records.files import plots_dir, report_path, state_dir
 from infrarsi.report import document, html, markdown
 from infrarsi.report.model import Report, build_report
 from infrarsi.report.plots import draw_all
-from infrarsi.study import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
 
 FORMATS = ("md", "html")
 

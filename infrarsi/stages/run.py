@@ -24,6 +24,7 @@ from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment.conclusion import conclude
 from infrarsi.experiment.search_loop import SearchStopped, search
 from infrarsi.experiment.session import MachineChanged, TrialSession
+from infrarsi.experiment.store import TrialStore, default_storage_url, hide_password
 from infrarsi.experiment.summary import summarize
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches.llm_proposals import cached_proposals
@@ -31,7 +32,6 @@ from infrarsi.records import PatchCheck, RunResult, RunStatus, load_doctor, save
 from infrarsi.records.files import state_dir
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.search.strategy import SAMPLERS, make_strategy
-from infrarsi.study import TrialStore, default_storage_url, hide_password
 
 
 def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: str = "faster",
@@ -117,7 +117,7 @@ def run(
     try:
         store = TrialStore.open(contract, patch_names, storage_url=storage_url)
     except sqlalchemy.exc.SQLAlchemyError as err:
-        why = str(err.orig if getattr(err, "orig", None) else err).strip().splitlines()[0]
+        why = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
         return RunResult(status=RunStatus.ERROR, message=f"the study storage {shown_url} cannot be opened: "
                                                  f"{_without(why, storage_url, shown_url)}", sandbox=mode_words(sandbox))
     store.fail_stale()

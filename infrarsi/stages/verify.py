@@ -2,7 +2,7 @@
 
 Base and REV are checked out in temporary worktrees (the user's tree is untouched) and run
 interleaved with their own defaults, which is what the commit changed, each at two lengths per
-round and judged on whole processes as a run's verification is (infrarsi/verification.py). Usable
+round and judged on whole processes as a run's verification is (infrarsi/whole_process.py). Usable
 in CI: the CLI exits non-zero when the recorded speedup no longer holds.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import cast
 
 import git
 
@@ -27,7 +28,7 @@ from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Lengths, Pair, Rounds, run_pairs, whole_process
+from infrarsi.whole_process import Lengths, Pair, Rounds, WholeProcess, run_pairs, whole_process
 
 
 class VerifyStatus(StrEnum):
@@ -167,10 +168,11 @@ def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths,
         result.status = VerifyStatus.FAILED
         result.message = "a rerun did not stop when told to: no whole-process time"
         return
-    result.base_job_s = [m.job_s for m in measured["base"]]
-    result.rev_job_s = [m.job_s for m in measured["rev"]]
+    timed = cast(dict[str, list[WholeProcess]], measured)  # none is None (above)
+    result.base_job_s = [m.job_s for m in timed["base"]]
+    result.rev_job_s = [m.job_s for m in timed["rev"]]
     interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.per_look)
-    result.speedup = tuple(interval)
+    result.speedup = cast(tuple[float, float, float], tuple(interval))
     holds = interval.low > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
     result.status = VerifyStatus.HOLDS if holds else VerifyStatus.REGRESSED
     said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
@@ -183,7 +185,7 @@ def could_hold(result: VerifyResult, done: int, rounds: Rounds) -> bool:
     """Whether more rounds could still make it hold: the interval reaches above the floor and the record,
     and the rounds left could lift its low past the floor if its point held (``noise.futile``, as
     the run's re-verification judges its candidates). ``done`` rounds ran, some maybe disturbed."""
-    interval = SpeedupInterval(*result.speedup)
+    interval = SpeedupInterval(*cast(tuple[float, float, float], result.speedup))
     measured = len(result.rev_job_s)
     return (interval.high > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
             and not futile(interval, measured, measured + rounds.most - done, rounds.per_look, result.floor))

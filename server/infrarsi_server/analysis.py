@@ -1,6 +1,6 @@
 """What the core finds in one version of one document, computed off the event loop and cached.
 
-A document is cut into units (``units.py``: each top-level definition with the file's imports,
+A document is cut into units (``analysis_units.py``: each top-level definition with the file's imports,
 and the rest of the top level); each unit is analysed once per text, in a killable process
 (``isolation.py``), by every patch whose needles occur in it over one shared parse
 (``worker.py``). An edit re-analyses only the units whose text changed. Patches whose sites
@@ -29,7 +29,7 @@ from pygls.workspace import PositionCodec
 from infrarsi import patches as patch_library
 from infrarsi.contract import Contract, Knob
 from infrarsi.patches import Site
-from infrarsi_server import convert, units, worker
+from infrarsi_server import analysis_units, convert, worker
 from infrarsi_server.isolation import Isolated, JobResult
 
 DOCUMENTS = 32
@@ -41,7 +41,9 @@ JOB_CHARS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
-class PatchFinding:
+class PatchSites:
+    """Where one patch applies in the document (not the bank's ``PatchFinding``, a patch's verdict
+    in a run)."""
     name: str
     sites: list[Site]
 
@@ -57,7 +59,7 @@ class KnobLine:
 class Analysis:
     text: str
     lines: list[str]
-    patches: list[PatchFinding] = field(default_factory=list)
+    patches: list[PatchSites] = field(default_factory=list)
     knobs: list[KnobLine] = field(default_factory=list)
     loop: tuple[int, int] | None = None
     """1-based first and last line of the training loop."""
@@ -117,7 +119,7 @@ def _map(site: Site, lines: tuple[int, ...]) -> Site:
                 lines[min(site.end_line, last) - 1], site.end_col, site.message)
 
 
-def plan_units(text: str, cut: units.Cut, names: list[str]) -> list[tuple[units.Unit, list[str]]]:
+def plan_units(text: str, cut: analysis_units.Cut, names: list[str]) -> list[tuple[analysis_units.Unit, list[str]]]:
     """Each unit with the patches that may find a site in it; the whole text for ``module`` patches."""
     reach = {n: patch_library.REGISTRY[n].reach for n in names}
     local = [n for n in names if reach[n] == "definition"]
@@ -125,12 +127,12 @@ def plan_units(text: str, cut: units.Cut, names: list[str]) -> list[tuple[units.
     whole = [n for n in names if reach[n] == "module"]
     plan = [(u, local + top if u.top_level else local) for u in cut.units]
     if whole:
-        plan.append((units.Unit(text, tuple(range(1, text.count("\n") + 3)), whole=True), whole))
+        plan.append((analysis_units.Unit(text, tuple(range(1, text.count("\n") + 3)), whole=True), whole))
     return plan
 
 
-def _jobs(todo: list[tuple[units.Unit, list[str]]]) -> list[list[tuple[units.Unit, list[str]]]]:
-    jobs: list[list[tuple[units.Unit, list[str]]]] = []
+def _jobs(todo: list[tuple[analysis_units.Unit, list[str]]]) -> list[list[tuple[analysis_units.Unit, list[str]]]]:
+    jobs: list[list[tuple[analysis_units.Unit, list[str]]]] = []
     size = JOB_CHARS
     for item in todo:
         if size + len(item[0].text) > JOB_CHARS:
@@ -141,7 +143,7 @@ def _jobs(todo: list[tuple[units.Unit, list[str]]]) -> list[list[tuple[units.Uni
     return jobs
 
 
-def unit_edits(text: str, rewritten: list[tuple[units.Unit, str | None]], codec: PositionCodec
+def unit_edits(text: str, rewritten: list[tuple[analysis_units.Unit, str | None]], codec: PositionCodec
                ) -> list[types.TextEdit] | None:
     """The document edits that make each unit's rewrite; None where a change does not map to one
     place in the document (it spans the gap between the imports and the definition, or two units
@@ -201,7 +203,7 @@ class Analyses:
         scope = None if contract is None else (
             tuple(contract.scope.editable), contract.memory.device,
             tuple((k.name, k.role, k.flag, k.source, k.default, tuple(k.domain)) for k in contract.knobs))
-        return str(path), units.digest(text), scope
+        return str(path), analysis_units.digest(text), scope
 
     async def get(self, key: tuple, rel: str | None, text: str, contract: Contract | None,
                   codec: PositionCodec) -> Analysis:
@@ -216,7 +218,7 @@ class Analyses:
         return await asyncio.shield(task)
 
     async def _analyse(self, owner: str, rel: str | None, text: str, contract: Contract | None) -> Analysis:
-        text = units.clean(text)
+        text = analysis_units.clean(text)
         lines = text.splitlines(keepends=True)
         analysis = Analysis(text=text, lines=lines, knobs=knob_lines(rel, lines, contract),
                             has_probe="probe.step(" in text)
@@ -229,7 +231,7 @@ class Analyses:
         names = patch_names(rel, text, contract)
         if not names and ".backward(" not in text:
             return analysis
-        cut = await asyncio.to_thread(units.cut, text)
+        cut = await asyncio.to_thread(analysis_units.cut, text)
         if cut.too_deep:
             analysis.problem = _too_deep(cut.error)
             self.log(f"{owner}: {analysis.problem}")
@@ -248,12 +250,12 @@ class Analyses:
         if analysis.problem:
             self.log(f"{owner}: {analysis.problem}")
         analysis.patches = [
-            PatchFinding(name, sorted(set(sites[name]), key=lambda s: (s.start_line, s.start_col)))
+            PatchSites(name, sorted(set(sites[name]), key=lambda s: (s.start_line, s.start_col)))
             for name in patch_library.REGISTRY if sites.get(name)
         ]
         return analysis
 
-    async def _findings(self, owner: str, rel: str, plan: list[tuple[units.Unit, list[str]]]
+    async def _findings(self, owner: str, rel: str, plan: list[tuple[analysis_units.Unit, list[str]]]
                         ) -> list[worker.UnitFindings | JobResult]:
         """Each unit's findings, from the cache or a job; a failed job's result stands for its units."""
         keys = [(unit.key, rel, tuple(names), unit.whole) for unit, names in plan]
@@ -284,7 +286,7 @@ class Analyses:
         fix_key = (key, name)
         task = self._fixes.get(fix_key)
         if task is None:
-            task = asyncio.ensure_future(self._fix(key[0], rel, units.clean(text), name, codec))
+            task = asyncio.ensure_future(self._fix(key[0], rel, analysis_units.clean(text), name, codec))
             self._fixes[fix_key] = task
             while len(self._fixes) > DOCUMENTS:
                 self._fixes.popitem(last=False)
@@ -294,7 +296,7 @@ class Analyses:
         patch = patch_library.REGISTRY[name]
         if patch.reach == "definition" and patch.gate_knob is None:
             # the patch changes only the definitions it finds sites in: rewrite just those
-            cut = await asyncio.to_thread(units.cut, text)
+            cut = await asyncio.to_thread(analysis_units.cut, text)
             touched = [u for u in cut.units if patch.may_apply(u.text)]
             result = await self._isolated.call(owner, worker.rewrite_units, rel, [u.text for u in touched], name)
             if result.ok:

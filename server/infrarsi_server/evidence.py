@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
+from infrarsi.byte_units import MIB
 from infrarsi.contract import Knob, KnobValue
 from infrarsi.records import RunResult
 from infrarsi.settings import patch_key, setting_key
-from infrarsi.units import MIB
 
 
 def _times(factor: float) -> str:

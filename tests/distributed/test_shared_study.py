@@ -13,8 +13,8 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import VerifyPolicy
-from infrarsi.study import BEGAN_ATTR, DUPLICATE_ATTR, INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, from_params
-from infrarsi.study_round import CLAIM, MEASURING, OUTCOME_ATTR
+from infrarsi.experiment.shared_round import CLAIM, MEASURING, OUTCOME_ATTR
+from infrarsi.experiment.store import BEGAN_ATTR, DUPLICATE_ATTR, INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, from_params
 from infrarsi.trials import Candidate
 
 from .conftest import HEARTBEAT_S, checkout, finish_worker, start_worker, wait_for
@@ -69,7 +69,7 @@ def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
     outcomes = [t for t in trials if t.user_attrs.get(KIND_ATTR) == CLAIM and OUTCOME_ATTR in t.user_attrs]
     assert len(outcomes) == 1
     outcome = outcomes[0].user_attrs[OUTCOME_ATTR]
-    # Each round runs every arm still in it twice (the long and the short length; verification.py):
+    # Each round runs every arm still in it twice (the long and the short length; whole_process.py):
     # the baseline every round, a candidate until it is decided.
     runs: dict[str, int] = {}
     for t in trials:

@@ -11,7 +11,7 @@ from infrarsi.contract import save_contract
 from infrarsi.experiment.search_loop import validate_patches
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.startup import cannot_pay_back, patch_startup_s
-from infrarsi.study import TrialStore
+from infrarsi.experiment.store import TrialStore
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from tests.stages.test_doctor import FIXTURE, dense_gpt_contract
 

@@ -15,13 +15,13 @@ import pytest
 from infrarsi.contract import load_contract
 from infrarsi.experiment.search_loop import validate_patches
 from infrarsi.experiment.session import TrialSession
+from infrarsi.experiment.store import TrialStore
 from infrarsi.llm import LLMConfig
 from infrarsi.patches import apply_patches
 from infrarsi.patches.llm_proposals import TOOL_NAME, diff_id, propose_patches
 from infrarsi.records.files import patch_dir, proposals_path
 from infrarsi.stages.init import init
 from infrarsi.stages.run import _applicable_patches
-from infrarsi.study import TrialStore
 from infrarsi.trials import Candidate
 from tests.support.messages_server import MessagesServer, malformed_reply, text_reply, tool_use_reply
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256, save_contract
+from infrarsi.experiment.store import TrialStore, default_storage_url
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.records import DoctorReport, PatchCheck, RunResult, TrialRow, load_run, save_doctor, save_run
-from infrarsi.study import TrialStore, default_storage_url
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.verification import Lengths, Pair, best_promoted, job_seconds, judge
+from infrarsi.whole_process import Lengths, Pair, best_promoted, job_seconds, judge
 
 DATA = Path(__file__).parents[1] / "test_data" / "report"
 PATCHES = ["zero_grad_set_to_none", "optimizer_foreach"]

@@ -15,7 +15,7 @@ from infrarsi.background import Background, Window, background
 from infrarsi.runner.interference import InterferenceMonitor, Sample, TrialInterference, window
 from infrarsi.runner.sandbox import Containment
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import Lengths, Pair, judge
+from infrarsi.whole_process import Lengths, Pair, judge
 
 LIMITS = Background(cores=2, idle_cores=0.05, normal_cores=0.1, limit_cores=0.4, normal_denied=0.02,
                     limit_denied=0.17, busy=False)

@@ -8,10 +8,10 @@ import optuna
 import pytest
 
 from infrarsi.contract import Knob
+from infrarsi.experiment.store import TrialStore, distributions
 from infrarsi.search.optuna_samplers import OptunaSampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs
-from infrarsi.study import TrialStore, distributions
 from infrarsi.trials import TrialResult, TrialStatus
 
 PATCHES = ["fused_qkv"]

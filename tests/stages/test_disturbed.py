@@ -22,12 +22,12 @@ from infrarsi.bank import ExperienceBank
 from infrarsi.contract import load_contract
 from infrarsi.events import Event
 from infrarsi.experiment import quiet
+from infrarsi.experiment.store import TrialStore, default_storage_url
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.runner.interference import job_cores
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
 from infrarsi.stages.run import run
-from infrarsi.study import TrialStore, default_storage_url
 from infrarsi.trials import TrialStatus
 from tests.stages.conftest import measured_copy
 from tests.support.hog import CpuHogs

@@ -18,12 +18,12 @@ import pytest
 
 from infrarsi.cli import outcome
 from infrarsi.contract import load_contract
+from infrarsi.experiment.store import TrialStore, open_storage
 from infrarsi.records import load_run
 from infrarsi.runner.command import job_steps
 from infrarsi.stages.apply import apply
 from infrarsi.stages.optimize import OptimizeResult
 from infrarsi.stages.report import report
-from infrarsi.study import TrialStore, open_storage
 from tests.stages.conftest import paced_step_s
 
 pytestmark = pytest.mark.e2e

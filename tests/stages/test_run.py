@@ -24,9 +24,9 @@ from optuna.trial import TrialState
 
 from infrarsi.contract import VerifyPolicy, load_contract, save_contract
 from infrarsi.experiment.search_loop import ABORT_FACTOR
+from infrarsi.experiment.store import INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url
 from infrarsi.records import load_run
 from infrarsi.stages.run import run
-from infrarsi.study import INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, default_storage_url
 from infrarsi.trials import Candidate, TrialStatus
 from tests.stages.conftest import BEST, RUN_TRIALS, budget_kinds, copy_repo, paced_fits, paced_step_s
 
@@ -164,7 +164,7 @@ def test_stopping_and_rerunning_continues_the_same_study(paced_run, tmp_path):
 
 def _trial_states(repo: Path) -> list[optuna.trial.FrozenTrial]:
     contract = load_contract(repo)
-    from infrarsi.study import study_name
+    from infrarsi.experiment.store import study_name
 
     try:
         return optuna.load_study(study_name=study_name(contract), storage=default_storage_url(repo)).trials

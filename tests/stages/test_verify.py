@@ -11,7 +11,7 @@ import git
 from infrarsi.cli import main
 from infrarsi.stages.apply import apply
 from infrarsi.stages.verify import VerifyResult, VerifyStatus, could_hold, verify
-from infrarsi.verification import Rounds
+from infrarsi.whole_process import Rounds
 from tests.stages.conftest import USER, git_state, tree_digest
 
 

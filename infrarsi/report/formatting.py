@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infrarsi.units import GIB, MIB
+from infrarsi.byte_units import GIB, MIB
 
 
 def seconds(value: float | None) -> str:

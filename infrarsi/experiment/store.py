@@ -27,12 +27,12 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from infrarsi import optuna_adapter as adapter
 from infrarsi.contract import Contract
+from infrarsi.experiment import optuna_adapter as adapter
 from infrarsi.records.files import study_path
 from infrarsi.settings import PATCH_PREFIX
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import job_seconds
+from infrarsi.whole_process import job_seconds
 
 optuna.logging.set_verbosity(logging.WARNING)
 # Heartbeats are experimental in Optuna and it expects them only under Study.optimize; we drive
@@ -204,7 +204,7 @@ class TrialStore:
         return adapter.create_running_trial(self.study, template)
 
     def _beat(self, trial_id: int) -> None:
-        storage = adapter.storage_of(self.study)
+        storage: Any = adapter.storage_of(self.study)  # record_heartbeat: the heartbeat storages' (RDB)
         if adapter.heartbeat_interval(storage):
             storage.record_heartbeat(trial_id)
 
@@ -266,7 +266,7 @@ class TrialStore:
                 frozen = storage.get_trial(trial_id)
                 attrs = frozen.user_attrs
                 began = attrs.get(BEGAN_ATTR, frozen.datetime_start.timestamp() if frozen.datetime_start else None)
-                alive = attrs.get(ALIVE_ATTR, began)
+                alive: Any = attrs.get(ALIVE_ATTR, began)
                 cost = max(0.0, float(alive) - float(began)) if began is not None else 0.0
                 storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, cost)
                 storage.set_trial_user_attr(trial_id, "interrupted_by", "worker stopped sending heartbeats")
@@ -279,7 +279,7 @@ class TrialStore:
     @contextlib.contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
         """Keep a trial alive in the storage while it runs (ask/tell gets no heartbeat from Optuna)."""
-        storage = adapter.storage_of(self.study)
+        storage: Any = adapter.storage_of(self.study)  # record_heartbeat: the heartbeat storages' (RDB)
         interval = adapter.heartbeat_interval(storage)
         if not interval:
             yield

@@ -23,7 +23,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from infrarsi.study import DUPLICATE_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, from_params
+from infrarsi.experiment.store import DUPLICATE_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, from_params
 from infrarsi.trials import Candidate, TrialResult
 
 MEASURING = ("baseline", "validation", "search")
@@ -93,9 +93,9 @@ class SharedRound:
                 return None
             claim.set_user_attr(DEFERRED_ATTR, winner.number)
             store.close(claim, TrialState.PRUNED)
-            outcome = self._wait_for_outcome()
-            if outcome is not None:
-                return outcome
+            elsewhere = self._wait_for_outcome()
+            if elsewhere is not None:
+                return elsewhere
 
     def _wait_for_running(self, limit_s: float) -> None:
         """Until no other worker is running a measuring trial (they count for the ranking)."""

@@ -8,7 +8,7 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.study import (
+from infrarsi.experiment.store import (
     INTERRUPTED_ATTR,
     PATCH_PREFIX,
     TrialStore,
@@ -18,7 +18,7 @@ from infrarsi.study import (
     to_params,
 )
 from infrarsi.trials import Candidate, Hunk, TrialResult, TrialStatus
-from infrarsi.verification import job_seconds
+from infrarsi.whole_process import job_seconds
 
 PATCHES = ["fused_adamw", "sdpa_attention"]
 PLANNED = 1000

@@ -1,4 +1,4 @@
-"""What infrarsi/optuna_adapter.py relies on in Optuna's private API, pinned against the installed
+"""What infrarsi/experiment/optuna_adapter.py relies on in Optuna's private API, pinned against the installed
 Optuna: an upgrade that renames or drops one fails here, not in a multi-worker run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-from infrarsi import optuna_adapter as adapter
+from infrarsi.experiment import optuna_adapter as adapter
 
 
 def _template(**params: bool) -> optuna.trial.FrozenTrial:
@@ -49,7 +49,7 @@ def test_no_other_module_reaches_into_optuna():
     import re
     from pathlib import Path
 
-    root = Path(adapter.__file__).resolve().parent
+    root = Path(adapter.__file__).resolve().parents[1]  # the infrarsi package
     private = re.compile(r"\.(_storage|_study_id|_trial_id|_backend|_get_stale_trial_ids)\b")
     found = {p.relative_to(root).as_posix(): m.group(0) for p in root.rglob("*.py")
              if p.name != "optuna_adapter.py" and (m := private.search(p.read_text()))}

@@ -8,7 +8,7 @@ import pytest
 
 from infrarsi.noise import SpeedupInterval, futile
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.verification import (
+from infrarsi.whole_process import (
     Lengths,
     Pair,
     Rounds,

@@ -4,7 +4,7 @@ InfraRSI drives a study by ask/tell from several workers, which Optuna's public 
 cover: a trial created with its params in one transaction (an enqueued trial would be popped by
 whichever worker asks first), a heartbeat for ask/tell trials, and failing stale trials with the
 cost recorded first (``optuna.storages.fail_stale_trials`` fails them before anything can be
-written on them). ``tests/test_optuna_adapter.py`` pins each name used here against the installed
+written on them). ``tests/experiment/test_optuna_adapter.py`` pins each name used here against the installed
 Optuna, so an upgrade that moves one fails a test instead of a run.
 """
 

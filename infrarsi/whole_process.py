@@ -49,6 +49,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from infrarsi.contract import VerifyPolicy, Workload
 from infrarsi.noise import SpeedupInterval, futile, speedup_interval
@@ -56,6 +57,8 @@ from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
+Arm = TypeVar("Arm")
+"""What a round runs twice: a candidate in the run, a worktree's name in the verify stage."""
 RunOne = Callable[[Candidate, int, int], TrialResult]
 """Runs one candidate once for a number of steps (the first int is the round); the caller records
 it wherever it keeps trials."""
@@ -224,7 +227,7 @@ def per_look(confidence: float, looks: int) -> float:
     return 1 - (1 - confidence) / looks
 
 
-def run_pairs(arms: list[Candidate], run_one: RunOne, r: int, lengths: Lengths) -> list[Pair]:
+def run_pairs(arms: list[Arm], run_one: Callable[[Arm, int, int], TrialResult], r: int, lengths: Lengths) -> list[Pair]:
     """One round: every arm at the long length, then every arm at the short one."""
     long = [run_one(arm, r, lengths.long) for arm in arms]
     short = [run_one(arm, r, lengths.short) for arm in arms]
