@@ -137,8 +137,7 @@ def whole_process(short: TrialResult, long: TrialResult, lengths: Lengths,
                   startup_s: float | None = None) -> WholeProcess | None:
     """None when either run lacks its whole-process times (it did not stop when told).
     ``startup_s``: the start-up the arm may have (the baseline's, plus what it declares); None: any."""
-    times = (short.process_s, long.process_s, short.stopped_s, long.stopped_s)
-    if any(t is None for t in times):
+    if short.process_s is None or long.process_s is None or short.stopped_s is None or long.stopped_s is None:
         return None
     steps = lengths.long - lengths.short
     by_exit = (long.process_s - short.process_s) / steps
@@ -293,7 +292,7 @@ def _undecided(verdict: Verdict, floor: float, best: Verdict | None, done: int, 
     measured = min(len(verdict.base_job_s), len(verdict.cand_job_s))  # a disturbed round measured nothing
     if job.high <= floor or futile(job, measured, measured + most - done, level, floor):
         return False
-    return best is None or job.point > best.job_speedup[0]
+    return best is None or best.job_speedup is None or job.point > best.job_speedup[0]
 
 
 def _interval(base: list[float], cand: list[float], confidence: float) -> SpeedupInterval | None:
@@ -355,8 +354,8 @@ def judge(
         verdict.reason = f"{len(failed)} of {len(cand_runs)} reruns ended {failed[0].status.value}: {failed[0].detail}".strip(": ")
         return verdict
     base = _measured(base_pairs, lengths)
-    held = untrusted and declared_startup_s is not None and base
-    startup = statistics.median(m.startup_s for _, m in base) + declared_startup_s if held else None
+    startup = (statistics.median(m.startup_s for _, m in base) + declared_startup_s
+               if untrusted and declared_startup_s is not None and base else None)
     cand = _measured(cand_pairs, lengths, startup)
     if len(base) < 2:
         verdict.reason = "fewer than two baseline rounds were measured (both lengths ok)"
@@ -383,9 +382,9 @@ def judge(
     job = _interval(verdict.base_job_s, verdict.cand_job_s, level)
     step = _interval(verdict.base_step_s, verdict.cand_step_s, level)
     records = _interval(verdict.base_record_step_s, verdict.cand_record_step_s, level)
-    verdict.job_speedup = tuple(job) if job else None
-    verdict.step_speedup = tuple(step) if step else None
-    verdict.record_step_speedup = tuple(records) if records else None
+    verdict.job_speedup = _triple(job)
+    verdict.step_speedup = _triple(step)
+    verdict.record_step_speedup = _triple(records)
     verdict.contract = records_disagree(records, step, floor)
     rounds = f"over {len(cand)} rounds of whole processes"
     if verdict.contract:
@@ -400,8 +399,12 @@ def judge(
     return verdict
 
 
+def _triple(interval: SpeedupInterval | None) -> tuple[float, float, float] | None:
+    return (interval.point, interval.low, interval.high) if interval else None
+
+
 def best_promoted(verdicts: list[Verdict]) -> Verdict | None:
     """Among candidates whose whole interval cleared the floor, the fastest by point estimate: a wider
     interval means noisier reruns, not a slower candidate (the lower bound only breaks ties)."""
-    promoted = [v for v in verdicts if v.promoted]
-    return max(promoted, key=lambda v: (v.job_speedup[0], v.job_speedup[1])) if promoted else None
+    promoted = [(v, v.job_speedup) for v in verdicts if v.promoted and v.job_speedup]
+    return max(promoted, key=lambda vj: (vj[1][0], vj[1][1]))[0] if promoted else None

@@ -60,7 +60,7 @@ from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.roles import Role, assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs
-from infrarsi.llm import load_llm_config
+from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches import patch_knobs
 
 WARMUP_STEPS = 3
@@ -145,11 +145,13 @@ def init(
     warmup_steps: int = WARMUP_STEPS,
     measured_steps: int = MEASURED_STEPS,
     planned_steps: int | None = None,
+    llm: LLMConfig | None = None,
 ) -> InitResult:
     """Discover ``repo``'s job and write its contract; every failure comes back as status ``error``.
 
     ``command``: the owner's launch command (what followed ``--``), run from ``cwd`` (a directory
-    inside ``repo``; default the repo root). Without it the entry point and launcher are detected."""
+    inside ``repo``; default the repo root). Without it the entry point and launcher are detected.
+    ``llm``: the model configuration the caller already read (``optimize``); None: read it here."""
     repo = Path(repo)
     if not repo.is_dir():
         return InitResult(InitStatus.ERROR, f"{repo} is not a directory")
@@ -159,7 +161,7 @@ def init(
             raise DiscoveryError("--entry and --launcher cannot be combined with a command after --: "
                                  "the command names the script and its launcher")
         return _init(repo, user, scope, budget_bytes, entry, launcher, insert_probe, warmup_steps, measured_steps,
-                     planned_steps)
+                     planned_steps, llm if llm is not None else load_llm_config(repo))
     except (DiscoveryError, ContractError, CommandError) as err:
         return InitResult(InitStatus.ERROR, str(err))
 
@@ -223,7 +225,7 @@ def _require_python(repo: Path, rel: str) -> None:
 
 
 def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher, insert_probe, warmup, measured,
-          planned) -> InitResult:
+          planned, llm: LLMConfig) -> InitResult:
     if user is not None:
         ep = find_entry(repo, user.entry, why=f"the command runs it (`{' '.join(user.command.argv)}`)")
         ep = EntryPoint(ep.path, ep.wrapper, user.command.launcher, "the command's launcher", ep.trains, ep.why)
@@ -281,7 +283,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         knobs = [*knobs, *added]
         contract = replace(contract, knobs=knobs)
     path = save_contract(contract, repo)
-    claims = _claims(repo, found, knobs, readers, warnings)
+    claims = _claims(llm, found, knobs, readers, warnings)
     save_claims(repo, claims)
     by_role: dict[str, list[str]] = {}
     for k in knobs:
@@ -313,11 +315,10 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
     )
 
 
-def _claims(repo: Path, found: Discovery, knobs: list[Knob], readers: list[ParsedFile],
+def _claims(config: LLMConfig, found: Discovery, knobs: list[Knob], readers: list[ParsedFile],
             warnings: list[str]) -> list[Claim]:
     """The configured model's claims about the knobs the rules leave unknown (none without a key).
     They change no role here: doctor believes a claim only once a trial agrees (stages/claims.py)."""
-    config = load_llm_config(repo)
     unknown = {k.name for k in knobs if k.role == "unknown"}
     raw = [k for k in found.knobs if k.name in unknown]
     if not raw or not config.configured:

@@ -98,7 +98,7 @@ def optimize(
         if _needs_init(repo, goal, command, cwd):
             on_event(Event(stage="init", kind="begin", message="reading the training repo"))
             scope = [f"-{p}" for p in goal.exclude] or None
-            done = init(repo, scope=scope, budget_bytes=goal.budget_bytes, command=command, cwd=cwd)
+            done = init(repo, scope=scope, budget_bytes=goal.budget_bytes, command=command, cwd=cwd, llm=llm)
             on_event(Event(stage="init", kind="end", message=done.message))
             result.stages.append("init")
             if not done.ok:
@@ -112,7 +112,7 @@ def optimize(
                 result.status, result.message = RunStatus.ERROR, measured.message
                 return result
         result.run = run(repo, trials=trials, minutes=minutes, storage=storage, goal=goal.text, use_bank=use_bank,
-                         on_event=on_event, sandbox=sandbox, wait_for_quiet=wait_for_quiet)
+                         on_event=on_event, sandbox=sandbox, wait_for_quiet=wait_for_quiet, llm=llm)
         result.stages.append("run")
         if result.run.status in (RunStatus.ERROR, RunStatus.INTERRUPTED):
             result.status, result.message = result.run.status, result.run.message

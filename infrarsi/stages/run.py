@@ -83,13 +83,15 @@ def run(
     verify: bool = True,
     sandbox: bool = True,
     wait_for_quiet: float | None = None,
+    llm: LLMConfig | None = None,
 ) -> RunResult:
     """Search, verify, promote. Never raises for a failing trial; Ctrl-C returns status interrupted.
 
     ``verify=False`` ends after the search (status ``searched``): the benchmark's live mode judges
     every method's pick against its measured table instead of re-verifying each. ``wait_for_quiet``:
     seconds the run may spend waiting for other processes to leave the job's cores (before it
-    starts and before each rerun of a disturbed trial); None: it never waits."""
+    starts and before each rerun of a disturbed trial); None: it never waits. ``llm``: the model
+    configuration the caller already read and warned about (``optimize``); None: read it here."""
     repo = Path(repo).resolve()
     if sampler not in SAMPLERS:
         return RunResult(status=RunStatus.ERROR, message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
@@ -99,9 +101,10 @@ def run(
     problem = bwrap_problem() if sandbox else None
     if problem:
         return RunResult(status=RunStatus.ERROR, message=problem, sandbox=mode_words(sandbox))
-    llm = load_llm_config(repo)  # read once: the proposals and the priors get this one
-    for warning in llm.warnings:
-        on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
+    if llm is None:  # read once: the proposals and the priors get this one
+        llm = load_llm_config(repo)
+        for warning in llm.warnings:
+            on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     doctor = load_doctor(repo)
     if doctor is None:
         return RunResult(status=RunStatus.ERROR, message=f"no baseline profile in {state_dir(repo)}; run `infrarsi doctor {repo}` first")

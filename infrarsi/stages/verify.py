@@ -137,6 +137,8 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
             _judge(result, pairs, lengths, rounds)
             if result.status is VerifyStatus.UNDECIDED:
                 return False  # the rounds left may run undisturbed
+            if result.status is VerifyStatus.FAILED:
+                return True  # no interval to grow: a rerun gave no whole-process time
             return result.status is VerifyStatus.HOLDS or not could_hold(result, done, rounds)
 
         result.rounds = rounds.run(run_round, decided)

@@ -65,3 +65,11 @@ def test_no_bank_neither_reads_nor_writes_the_experience_bank(prepared, capsys):
     assert out["run"]["bank_priors"] == []
     with ExperienceBank(url) as bank:
         assert [r.id for r in bank.runs()] == [planted]
+
+
+def test_the_model_configuration_is_read_once_and_its_warnings_said_once(prepared):
+    (prepared / ".infrarsi" / "config.toml").write_text("[anthropic]\ntimeout_s = -1\n")
+    said: list[str] = []
+    result = optimize(prepared, "faster, at most 2 trials", use_bank=False, on_event=lambda e: said.append(e.message))
+    assert result.status in ("ok", "no_promotion"), result.message
+    assert sum("timeout_s=-1" in m for m in said) == 1, [m for m in said if "warning" in m]
