@@ -18,6 +18,8 @@ from pathlib import Path
 
 from infrarsi.contract import load_contract
 from infrarsi.experiment.store import TrialStore, default_storage_url
+from infrarsi.llm import load_llm_config
+from infrarsi.project import Project, editable_sources
 from infrarsi.records import load_doctor, load_run
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import SAMPLERS, make_strategy
@@ -28,7 +30,9 @@ def proposals(repo: Path, trials: int | None, sampler: str) -> list[dict]:
     if doctor is None or run is None:
         raise SystemExit(f"{repo}: no doctor.json or run.json; run `infrarsi optimize` there first")
     validated = [c.name for c in run.patch_checks if c.status == "validated"]
-    strategy = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor)
+    project = Project(repo=repo, contract=contract, doctor=doctor, llm=load_llm_config(repo),
+                      sources=editable_sources(repo, contract))
+    strategy = make_strategy(sampler, project)
     store = TrialStore.open(contract, validated, storage_url=run.storage_url or default_storage_url(repo))
     strategy.prepare(SearchSpace.from_contract(contract, validated))
     history = [t for t in store.history() if t.candidate is not None]

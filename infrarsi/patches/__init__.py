@@ -40,6 +40,7 @@ from infrarsi.patches.tf32_matmul import Tf32Matmul
 from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
 from infrarsi.priors.builtin import declared_prior
 from infrarsi.priors.types import Prior
+from infrarsi.project import editable_python
 from infrarsi.records.files import patch_dir
 
 __all__ = [
@@ -74,10 +75,6 @@ def declared_priors(device: str) -> dict[str, Prior]:
     return {name: declared_prior(name, patch.prior[device], device) for name, patch in REGISTRY.items()}
 
 
-def _editable(repo: Path, contract: Contract) -> list[str]:
-    return [rel for rel in contract.scope.editable if rel.endswith(".py") and (Path(repo) / rel).is_file()]
-
-
 def existing_knob(patch: Patch, contract: Contract) -> str | None:
     """Why a gated patch is left to the script's own knob, or None."""
     if patch.gate_role is None:
@@ -102,7 +99,7 @@ def patch_knobs(repo: Path, contract: Contract) -> list[Knob]:
     for name, patch in REGISTRY.items():
         if patch.knob_off is None or existing_knob(patch, contract) or (patch.gpu_only and contract.memory.device != "cuda"):
             continue
-        for rel in _editable(repo, contract):
+        for rel in editable_python(repo, contract):
             try:
                 added = patch.transform(rel, (Path(repo) / rel).read_text()).knobs
             except PatchError:
@@ -133,7 +130,7 @@ def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
     for name, patch in REGISTRY.items():
         if _left_to_a_knob(name, contract):
             continue
-        for rel in _editable(repo, contract):
+        for rel in editable_python(repo, contract):
             source = (Path(repo) / rel).read_text()
             found.extend((name, site) for site in patch.sites(rel, source))
     return found
@@ -191,7 +188,7 @@ def _apply_one(workdir: Path, name: str, contract: Contract, device: str) -> Pat
     before: dict[str, str] = {}
     after: dict[str, str] = {}
     knobs = []
-    for rel in _editable(workdir, contract):
+    for rel in editable_python(workdir, contract):
         source = (workdir / rel).read_text()
         try:
             result = patch.transform(rel, source)

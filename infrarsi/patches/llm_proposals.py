@@ -35,6 +35,7 @@ from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
 from infrarsi.patches.base import APPLIED
 from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, parse_unified_diff
 from infrarsi.patches.diff_patch import diff_id as _content_id
+from infrarsi.project import editable_sources
 from infrarsi.records.files import patch_dir, proposals_path
 
 TOOL_NAME = "propose_patches"
@@ -120,11 +121,6 @@ def tool_definition() -> dict[str, Any]:
     }
 
 
-def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
-    return {rel: (repo / rel).read_text() for rel in contract.scope.editable
-            if rel.endswith(".py") and (repo / rel).is_file()}
-
-
 def _doctor_summary(doctor: dict[str, Any] | None) -> str:
     shown = doctor_for_model(doctor)
     return json.dumps(shown, default=str)[:MAX_DOCTOR_CHARS] if shown else "(not run)"
@@ -137,7 +133,7 @@ def _cut(text: str, limit: int) -> str:
 
 def prompt(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str) -> str:
     w = contract.workload
-    sources = _editable_sources(repo, contract)
+    sources = editable_sources(repo, contract)
     per_file = MAX_SOURCE_CHARS // max(len(sources), 1)
     listing = "\n".join(f"=== {rel}\n{_cut(text, per_file)}" for rel, text in sources.items())
     scope = ", ".join(contract.scope.functions) or "whole files"
@@ -243,7 +239,7 @@ def propose_patches(repo: Path, contract: Contract, doctor: dict[str, Any] | Non
 
 def _cache_key(repo: Path, contract: Contract, goal: str, config: LLMConfig) -> str:
     """Changes when the question would: another goal, model, scope or editable source."""
-    basis = {"goal": goal, "model": config.model, "sources": _editable_sources(repo, contract),
+    basis = {"goal": goal, "model": config.model, "sources": editable_sources(repo, contract),
              "locked": sorted(contract.scope.locked),
              "functions": contract.scope.functions}
     return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()

@@ -12,14 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
-from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.priors import PriorContext, PriorTable, default_provider
-from infrarsi.records import DoctorReport
+from infrarsi.project import Project
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow
@@ -177,22 +175,13 @@ class Strategy:
         return [price.to_dict() for price in model.prices()] if model.fitted else []
 
 
-def _editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
-    out = {}
-    for rel in contract.scope.editable:
-        path = Path(repo) / rel
-        if path.is_file():
-            out[rel] = path.read_text(errors="replace")
-    return out
-
-
-def make_strategy(name: str, *, repo: Path, contract: Contract, doctor: DoctorReport, seed: int = 0,
-                  llm: LLMConfig | None = None) -> Strategy:
+def make_strategy(name: str, project: Project, *, seed: int = 0) -> Strategy:
     """Priors from the configured provider (LLM or built-in); the bank's come after (``use_bank``)."""
+    contract, doctor = project.contract, project.doctor
     hardware = doctor.hardware
     context = PriorContext(contract=contract, hardware=hardware, doctor=doctor.to_dict(),
-                           sources=_editable_sources(repo, contract), patches=patch_library.declared_priors(hardware.device))
-    answer = default_provider(llm if llm is not None else load_llm_config(repo)).priors(context)
+                           sources=dict(project.sources), patches=patch_library.declared_priors(hardware.device))
+    answer = default_provider(project.llm).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
     return Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
                     noise_cv=doctor.noise.effective_cv, min_speedup=doctor.noise.min_speedup)

@@ -19,27 +19,25 @@ import sqlalchemy.exc
 
 from infrarsi import patches as patch_library
 from infrarsi.bank.experience import Experience
-from infrarsi.contract import Contract, require_intact
+from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment.conclusion import conclude
 from infrarsi.experiment.search_loop import SearchStopped, search
 from infrarsi.experiment.session import MachineChanged, TrialSession
 from infrarsi.experiment.store import TrialStore, default_storage_url, hide_password
 from infrarsi.experiment.summary import summarize
-from infrarsi.llm import LLMConfig, load_llm_config
+from infrarsi.llm import LLMConfig
 from infrarsi.patches.llm_proposals import cached_proposals
-from infrarsi.records import PatchCheck, RunResult, RunStatus, load_doctor, save_run
-from infrarsi.records.files import state_dir
+from infrarsi.project import Project
+from infrarsi.records import DoctorError, PatchCheck, RunResult, RunStatus, save_run
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 
 
-def _applicable_patches(repo: Path, contract: Contract, device: str, *, goal: str = "faster",
-                        doctor: dict[str, Any] | None = None,
-                        llm: LLMConfig | None = None) -> tuple[list[str], list[PatchCheck]]:
-    names, refused = patch_library.applicable(repo, contract, device)
+def _applicable_patches(repo: Path, contract: Contract, llm: LLMConfig, *, goal: str = "faster",
+                        doctor: dict[str, Any] | None = None) -> tuple[list[str], list[PatchCheck]]:
+    names, refused = patch_library.applicable(repo, contract, contract.memory.device)
     skipped = [PatchCheck(name=name, status="skipped", reason=why, cost_s=0.0) for name, why in refused.items()]
-    llm = llm if llm is not None else load_llm_config(repo)
     if llm.configured:  # proposals go through the same one-time validation as library patches
         proposals = cached_proposals(repo, contract, doctor, goal, llm)
         names += proposals.names
@@ -97,21 +95,20 @@ def run(
         return RunResult(status=RunStatus.ERROR, message=f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if trials is None and minutes is None:
         trials = 20
-    contract = require_intact(repo)
+    try:
+        project = Project.open(repo, llm)
+    except DoctorError as err:
+        return RunResult(status=RunStatus.ERROR, message=str(err))
     problem = bwrap_problem() if sandbox else None
     if problem:
         return RunResult(status=RunStatus.ERROR, message=problem, sandbox=mode_words(sandbox))
-    if llm is None:  # read once: the proposals and the priors get this one
-        llm = load_llm_config(repo)
-        for warning in llm.warnings:
+    if llm is None:  # read here, so said here (a caller that read it has said them)
+        for warning in project.llm.warnings:
             on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
-    doctor = load_doctor(repo)
-    if doctor is None:
-        return RunResult(status=RunStatus.ERROR, message=f"no baseline profile in {state_dir(repo)}; run `infrarsi doctor {repo}` first")
-    device = contract.memory.device
-    patch_names, skipped = _applicable_patches(repo, contract, device, goal=goal, doctor=doctor.to_dict(), llm=llm)
+    contract, doctor = project.contract, project.doctor
+    patch_names, skipped = _applicable_patches(repo, contract, project.llm, goal=goal, doctor=doctor.to_dict())
     storage_url = storage or default_storage_url(repo)
-    context = make_strategy(sampler, repo=repo, contract=contract, doctor=doctor, seed=seed, llm=llm)
+    context = make_strategy(sampler, project, seed=seed)
     experience = Experience.open(bank_url, contract, doctor.model_facts, doctor.hardware) if use_bank else None
     if experience is not None:
         advice = experience.advice(contract)

@@ -16,7 +16,7 @@ from infrarsi.contract import load_contract
 from infrarsi.experiment.search_loop import validate_patches
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.store import TrialStore
-from infrarsi.llm import LLMConfig
+from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches import apply_patches
 from infrarsi.patches.llm_proposals import TOOL_NAME, diff_id, propose_patches
 from infrarsi.records.files import patch_dir, proposals_path
@@ -147,7 +147,7 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user config file
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "INFRARSI_ANTHROPIC_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    library, library_checks = _applicable_patches(repo, contract, "cpu")
+    library, library_checks = _applicable_patches(repo, contract, load_llm_config(repo))
     assert server.requests == [] and not any(n.startswith("llm:") for n in library)
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
@@ -156,7 +156,7 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     monkeypatch.setenv("INFRARSI_LLM_MAX_RETRIES", "0")
     server.script(reply(entry("good_mlp_rewrite"), entry("edit_locked_data")))
     good, locked = diff_id(diff("good_mlp_rewrite")), diff_id(diff("edit_locked_data"))
-    names, checks = _applicable_patches(repo, contract, "cpu", goal="faster")
+    names, checks = _applicable_patches(repo, contract, load_llm_config(repo), goal="faster")
     assert names == [*library, f"llm:{good}"]
     refused = [c for c in checks if c.name == f"llm:{locked}"]
     assert [(c.status, c.cost_s) for c in refused] == [("contract", 0.0)]
@@ -165,11 +165,11 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     assert [p["id"] for p in cache["patches"]] == [good] and cache["goal"] == "faster"
 
     # running again asks nothing: same names, same refusals, one request in all
-    assert _applicable_patches(repo, contract, "cpu", goal="faster") == (names, checks)
+    assert _applicable_patches(repo, contract, load_llm_config(repo), goal="faster") == (names, checks)
     assert len(server.requests) == 1
 
     # another goal is another question; the server has no reply left (500), which the report shows
-    names, checks = _applicable_patches(repo, contract, "cpu", goal="less memory")
+    names, checks = _applicable_patches(repo, contract, load_llm_config(repo), goal="less memory")
     assert len(server.requests) == 2 and names == library
     (failed,) = [c for c in checks if c.name == "llm"]
     assert failed.status == "skipped" and "HTTP 500" in failed.reason
