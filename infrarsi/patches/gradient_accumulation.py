@@ -8,7 +8,8 @@ patch keeps the global batch and splits it: in a loop body that zeroes the gradi
 
 The loss normalisation is kept: a mean-reduced loss is weighted by each micro-batch's share of the
 batch, so the accumulated gradient is the full batch's; a loop whose loss sums (``reduction='sum'``
-in the statements it splits, or a loss function built with it that they call) adds the micro-batch
+in the statements it splits, or a loss function built with it, or a function of the file computing
+one, that they call) adds the micro-batch
 losses as they are. A sum-reduced loss elsewhere in the file (an evaluation's) says nothing of the
 training loop's. The split count is a knob the patch
 adds (``grad_accum_splits``, 2 when applied, role ``grad_accum``): a module global, or an argparse
@@ -58,18 +59,26 @@ class GradientAccumulationCodemod(PatchCodemod):
     def __init__(self, context):
         super().__init__(context)
         self.sum_losses: set[str] = set()
-        """Names a sum-reduced loss function is assigned to (``criterion = nn.MSELoss(reduction='sum')``)."""
+        """What a sum-reduced loss is called by: a name a loss function built with ``reduction='sum'``
+        is assigned to (``criterion = nn.MSELoss(reduction='sum')``), or a function of the file
+        that computes one (``def loss_function(...): return F.binary_cross_entropy(..., reduction='sum')``)."""
 
     def visit_Module(self, node: cst.Module) -> bool:
         # The whole file first: the loss function may be built below the loop that calls it.
         for assign in m.findall(node, m.Assign(value=m.Call())):
             if isinstance(assign, cst.Assign) and _sums(code(assign.value)):
                 self.sum_losses.update(code(t.target) for t in assign.targets)
+        functions = [f for f in m.findall(node, m.FunctionDef()) if isinstance(f, cst.FunctionDef)]
+        grown = True
+        while grown:  # a function that calls a sum-reduced one sums too
+            before = len(self.sum_losses)
+            self.sum_losses.update(f.name.value for f in functions if self._sum_reduced([f.body]))
+            grown = len(self.sum_losses) > before
         return True
 
-    def _sum_reduced(self, statements: list[cst.BaseStatement]) -> bool:
-        text = "".join(code(s) for s in statements)
-        return _sums(text) or any(f"{name}(" in text for name in self.sum_losses)
+    def _sum_reduced(self, nodes: list[cst.CSTNode]) -> bool:
+        called = {code(c.func) for n in nodes for c in m.findall(n, m.Call()) if isinstance(c, cst.Call)}
+        return any(_sums(code(n)) for n in nodes) or bool(called & self.sum_losses)
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         names = _batch_names(original_node)
@@ -144,7 +153,7 @@ class _Rename(cst.CSTTransformer):
 
 
 def _sums(source: str) -> bool:
-    return "reduction='sum'" in source or 'reduction="sum"' in source
+    return any(f in source for f in ("reduction='sum'", 'reduction="sum"', "size_average=False"))
 
 
 def _names(node: cst.CSTNode):

@@ -71,6 +71,14 @@ def test_the_loss_the_loop_splits_decides_its_weighting_not_another_in_the_file(
     # A loss function built with reduction='sum', below the loop that calls it, is summed as it is.
     summed = loop.format(loss="crit(model(x), y)") + "crit = nn.MSELoss(reduction='sum')\n"
     assert weighted not in GradientAccumulation().transform("t.py", summed).code
+    # A function of the file that sums (a VAE's reconstruction + KL loss), called through another.
+    summed = (loop.format(loss="vae_loss(model(x), x)")
+              + "def recon(a, b):\n    return F.binary_cross_entropy(a, b, reduction='sum')\n"
+              + "def vae_loss(a, b):\n    return recon(a, b) + 0.5 * a.pow(2).sum()\n")
+    assert weighted not in GradientAccumulation().transform("t.py", summed).code
+    # A name that only ends like a sum-reduced function's is not one.
+    mean = loop.format(loss="F.nll_loss(model(x), y)") + "def loss(a, b):\n    return F.mse_loss(a, b, reduction='sum')\n"
+    assert weighted in GradientAccumulation().transform("t.py", mean).code
 
 
 def _run_patched(tmp_path, source: str) -> tuple[str, list[float], list[float]]:

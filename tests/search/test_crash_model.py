@@ -69,3 +69,20 @@ def test_the_sampler_stops_proposing_a_setting_that_keeps_breaking_the_job():
         # setting never run without it (the failures' common core, see p_runs).
         assert len(crashed) <= 5, (seed, [space.settings(t.candidate) for t in crashed])
         assert failure_rates(space, history)[space.setting_keys.index("compile=True")] == 1.0, seed
+
+
+def test_a_numerics_failure_is_not_blamed_on_a_setting_that_cannot_change_the_numbers():
+    space = SearchSpace.from_contract(contract_with([*dense_knobs(), Knob(
+        name="log_every", role="logging", type="int", default=10, flag="--log_every", domain=[10, 40, 160],
+        tunable=True)]), [])
+    base = space.baseline()
+    broken = space.with_value(space.with_value(base, "compile", True), "log_every", 160)
+    history = [result(base), result(broken, TrialStatus.NUMERICS)]
+    rates = dict(zip(space.setting_keys, failure_rates(space, history)))
+    assert rates["compile=True"] == 0.8 and rates["log_every=160"] == 0.0
+    # Compile is as suspect beside another logging interval: it is all the failure needs.
+    other_interval = space.with_value(broken, "log_every", 40)
+    assert np.allclose(p_runs(space, history, space.indicator([other_interval])), [0.2])
+    # A crash may come from anything the trial changed: its blame is shared as before.
+    rates = dict(zip(space.setting_keys, failure_rates(space, [result(base), result(broken, TrialStatus.CRASH)])))
+    assert rates["log_every=160"] > 0
