@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infrarsi.experiment import quiet
 from infrarsi.experiment.session import RERUN_OF_ATTR, TrialSession
-from infrarsi.records import BankPriorRow, MemoryPriceRow, PatchCheck, PriorCheckRow, RunResult, TrialRow
+from infrarsi.records import PatchCheck, RunResult, TrialRow
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import TrialResult
 from infrarsi.whole_process import job_seconds
@@ -22,9 +22,9 @@ def summarize(session: TrialSession, context: Strategy, result: RunResult, skipp
     result.spent_s = sum(s.result.wall_s for s in stored)
     result.interrupted_s = session.store.interrupted_seconds()
     history = [s.result for s in stored]
-    result.prior_checks = [PriorCheckRow(**c) for c in context.prior_checks(history)]
-    result.bank_priors = [BankPriorRow(**b) for b in context.bank_outcomes(history)]
-    result.memory_prices = [MemoryPriceRow(**p) for p in context.memory_prices(history)]
+    result.prior_checks = context.prior_checks(history)
+    result.bank_priors = context.bank_outcomes(history)
+    result.memory_prices = context.memory_prices(history)
     result.disturbance = quiet.summary(result.trials, result.spent_s, session.quiet.waited_s,
                                        session.doctor_background.to_dict(), session.renormalized)
 

@@ -14,7 +14,16 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infrarsi.contract import Contract, KnobValue
-from infrarsi.records import DoctorReport, MemoryPriceRow, PatchCheck, PeakFlops, PriorCheckRow, RunResult, Verdict
+from infrarsi.records import (
+    BankPriorRow,
+    DoctorReport,
+    MemoryPriceRow,
+    PatchCheck,
+    PeakFlops,
+    PriorCheckRow,
+    RunResult,
+    Verdict,
+)
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.report.no_promotion import NoPromotion, explain
 from infrarsi.report.reproduce import reproduce_command
@@ -131,42 +140,6 @@ class Audit:
 
 
 @dataclass(kw_only=True, slots=True)
-class PriorLine:
-    key: str
-    quantity: str
-    """time | memory"""
-    prior_mean: float
-    """Log effect the prior expected."""
-    prior_sd: float
-    observed: float
-    """Log effect the trials showed."""
-    observed_sd: float
-    n_trials: int
-    miscalibrated: bool
-    source: str
-
-
-@dataclass(kw_only=True, slots=True)
-class BankLine:
-    """A prior the experience bank contributed, and what this run made of it."""
-
-    key: str
-    bank_mean: float
-    """Log effect the bank's findings said, read no surer than their trials."""
-    bank_sd: float
-    used_mean: float
-    """The prior the search started from: the bank's combined with the other sources'."""
-    used_sd: float
-    observed: float | None
-    """Log effect this run's trials showed; None when none held the setting."""
-    observed_sd: float | None
-    n_trials: int
-    miscalibrated: bool
-    outcome: str
-    source: str
-
-
-@dataclass(kw_only=True, slots=True)
 class Report:
     repo: str
     run_id: str
@@ -204,8 +177,8 @@ class Report:
     patch_checks: list[PatchCheck]
     audits: list[Audit]
     memory_prices: list[MemoryPriceRow]
-    prior_checks: list[PriorLine]
-    bank_priors: list[BankLine] = field(default_factory=list)
+    prior_checks: list[PriorCheckRow]
+    bank_priors: list[BankPriorRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the report could not show, and why."""
     interference: list[str] = field(default_factory=list)
@@ -312,14 +285,6 @@ def _audit(verdict: Verdict, contract: Contract, stored: list[StoredTrial], prom
     )
 
 
-def _prior_line(row: PriorCheckRow) -> PriorLine:
-    return PriorLine(
-        key=row.key, quantity=row.quantity, prior_mean=float(row.prior_mean), prior_sd=float(row.prior_sd),
-        observed=float(row.observed), observed_sd=float(row.observed_sd), n_trials=int(row.n_trials),
-        miscalibrated=bool(row.miscalibrated), source=str(row.source),
-    )
-
-
 def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunResult,
                  stored: list[StoredTrial] | None) -> Report:
     """Gather the report; ``stored`` is the study's trials, None when the study could not be opened."""
@@ -356,8 +321,8 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         patch_checks=list(run.patch_checks),
         audits=[_audit(v, contract, trials, run.promoted) for v in run.verdicts],
         memory_prices=list(run.memory_prices),
-        prior_checks=[_prior_line(p) for p in run.prior_checks],
-        bank_priors=[BankLine(**{f: getattr(b, f) for f in BankLine.__dataclass_fields__}) for b in run.bank_priors],
+        prior_checks=list(run.prior_checks),
+        bank_priors=list(run.bank_priors),
         notes=notes,
         interference=disturbance_words(run.disturbance),
         machine_peak=machine_words(doctor) if baseline.machine_mfu is not None else "",

@@ -22,6 +22,7 @@ from scipy.optimize import minimize
 from scipy.special import ndtr
 
 from infrarsi.priors.types import PriorTable
+from infrarsi.records import MemoryPriceRow
 from infrarsi.search.effects import SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.search.memory_curve import refit_untried
 from infrarsi.search.space import SearchSpace
@@ -49,8 +50,9 @@ class MemoryPrice:
     bytes_at_baseline: float
     """The same in bytes, at the baseline's predicted peak."""
 
-    def to_dict(self) -> dict[str, float | str]:
-        return asdict(self)
+    def row(self) -> MemoryPriceRow:
+        """As ``run.json`` keeps it and the report shows it."""
+        return MemoryPriceRow(**asdict(self))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from sklearn.linear_model import BayesianRidge
 
 from infrarsi.priors.types import Prior, PriorTable
+from infrarsi.records import PriorCheckRow
 
 Z_BAND = 2.0
 MIN_SUPPORT = 2
@@ -56,13 +56,12 @@ class PriorCheck:
     def z(self) -> float:
         return abs(self.observed - self.prior_mean) / math.hypot(self.prior_sd, self.observed_sd)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key, "quantity": self.quantity, "prior": self.prior.to_dict(),
-            "prior_mean": self.prior_mean, "prior_sd": self.prior_sd, "source": self.prior.source,
-            "observed": self.observed, "observed_sd": self.observed_sd, "z": self.z,
-            "n_trials": self.n_trials, "miscalibrated": self.miscalibrated,
-        }
+    def row(self) -> PriorCheckRow:
+        """As ``run.json`` keeps it and the report shows it."""
+        return PriorCheckRow(key=self.key, quantity=self.quantity, prior=self.prior.to_dict(),
+                             prior_mean=self.prior_mean, prior_sd=self.prior_sd, source=self.prior.source,
+                             observed=self.observed, observed_sd=self.observed_sd, z=self.z,
+                             n_trials=self.n_trials, miscalibrated=self.miscalibrated)
 
 
 def judge(key: str, quantity: str, prior: Prior, observed: float, observed_sd: float,

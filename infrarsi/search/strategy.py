@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
 from infrarsi.priors import PriorContext, PriorTable, default_provider
 from infrarsi.project import Project
+from infrarsi.records import BankPriorRow, MemoryPriceRow, PriorCheckRow
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow
@@ -139,13 +139,12 @@ class Strategy:
             return rank_by_measurement(history, k, planned)
         return self.sampler.ranked(history, k, planned)
 
-    def prior_checks(self, history: list[TrialResult]) -> list[dict[str, Any]]:
+    def prior_checks(self, history: list[TrialResult]) -> list[PriorCheckRow]:
         if self.space is None:
             return []
-        return [check.to_dict() for check in prior_checks(self.space, self.priors, history,
-                                                          noise_cv=self.noise_cv or None)]
+        return [check.row() for check in prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None)]
 
-    def bank_outcomes(self, history: list[TrialResult]) -> list[dict[str, Any]]:
+    def bank_outcomes(self, history: list[TrialResult]) -> list[BankPriorRow]:
         """Each prior the bank contributed, what it said alone, and what this run made of it: flagged
         (its trials contradict it, so it stopped steering the search), consistent, or not tried."""
         if self.space is None or not len(self.bank_priors):
@@ -160,19 +159,19 @@ class Strategy:
                        "not tried in this run" if not tried else
                        "flagged: this run's trials contradict it; it stopped steering the search"
                        if check.miscalibrated else "consistent with this run's trials")
-            out.append({"key": key, "bank_mean": bank.time_log_mean, "bank_sd": bank.time_log_sd,
-                        "source": bank.source, "used_mean": used.time_log_mean, "used_sd": used.time_log_sd,
-                        "observed": check.observed if tried else None,
-                        "observed_sd": check.observed_sd if tried else None,
-                        "n_trials": check.n_trials if check else 0,
-                        "miscalibrated": bool(tried and check.miscalibrated), "outcome": outcome})
+            out.append(BankPriorRow(key=key, bank_mean=bank.time_log_mean, bank_sd=bank.time_log_sd,
+                                    source=bank.source, used_mean=used.time_log_mean, used_sd=used.time_log_sd,
+                                    observed=check.observed if tried else None,
+                                    observed_sd=check.observed_sd if tried else None,
+                                    n_trials=check.n_trials if check else 0,
+                                    miscalibrated=bool(tried and check.miscalibrated), outcome=outcome))
         return out
 
-    def memory_prices(self, history: list[TrialResult]) -> list[dict[str, Any]]:
+    def memory_prices(self, history: list[TrialResult]) -> list[MemoryPriceRow]:
         if self.space is None:
             return []
         model = MemoryModel(self.space, self.priors).fit(history)
-        return [price.to_dict() for price in model.prices()] if model.fitted else []
+        return [price.row() for price in model.prices()] if model.fitted else []
 
 
 def make_strategy(name: str, project: Project, *, seed: int = 0) -> Strategy:

@@ -18,9 +18,9 @@ from infrarsi.cli import apply as apply_cli
 from infrarsi.cli import bank as bank_cli
 from infrarsi.cli import report as report_cli
 from infrarsi.cli.fit import MIN_WRAP, longest_word
-from infrarsi.records import MemoryPriceRow, PatchCheck
+from infrarsi.records import MemoryPriceRow, PatchCheck, PriorCheckRow
 from infrarsi.report import tables
-from infrarsi.report.model import Audit, HunkLine, PriorLine, Report, Side, StatusCost, TrialLine
+from infrarsi.report.model import Audit, HunkLine, Report, Side, StatusCost, TrialLine
 from infrarsi.stages.apply import ApplyResult, ApplyStatus
 
 CHECKPOINTING = "patch:activation_checkpointing"
@@ -72,10 +72,10 @@ def _report() -> Report:
     trials = [TrialLine(number=n, kind="search", status=status, setting=setting, step_s=0.41, peak_bytes=2**31,
                         wall_s=30.0, start_s=30.0 * n, reason="expected 18% faster by the datasheet prior",
                         detail=detail) for n, (status, detail) in enumerate(endings)]
-    priors = [PriorLine(key=CHECKPOINTING, quantity="time", prior_mean=math.log(1.2), prior_sd=0.05,
+    priors = [PriorCheckRow(key=CHECKPOINTING, quantity="time", prior_mean=math.log(1.2), prior_sd=0.05,
                         observed=math.log(0.9), observed_sd=0.02, n_trials=4, miscalibrated=True,
                         source="3 trial(s) on this machine, run noise unknown, read no surer than its trials"),
-                PriorLine(key="optimizer_implementation=fused", quantity="memory", prior_mean=0.0, prior_sd=0.1,
+                PriorCheckRow(key="optimizer_implementation=fused", quantity="memory", prior_mean=0.0, prior_sd=0.1,
                           observed=0.01, observed_sd=0.02, n_trials=2, miscalibrated=False, source="datasheet")]
     return Report(repo="/home/me/gpt", run_id="abc123", run_status="ok", run_message="promoted: 1.23x faster",
                   sampler="tpe", sandbox="bubblewrap", started="2026-01-05", priors_source="datasheet",

@@ -60,5 +60,5 @@ def test_calibration_reports_time_and_memory(dense_space):
     assert by[("dtype=bfloat16", "memory")].observed == pytest.approx(0.0, abs=0.1)
     assert by[("dtype=bfloat16", "memory")].miscalibrated
     assert not by[("threads=1", "memory")].miscalibrated
-    row = by[("dtype=bfloat16", "time")].to_dict()
-    assert row["prior_mean"] == PRIORS.get("dtype=bfloat16").time_log_mean and row["source"] == "llm:test"
+    row = by[("dtype=bfloat16", "time")].row()
+    assert row.prior_mean == PRIORS.get("dtype=bfloat16").time_log_mean and row.source == "llm:test"
