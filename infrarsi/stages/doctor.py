@@ -122,6 +122,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
         runs.append(result)
     contract = with_measured_workload(contract, runs)
     contract = with_measured_length(contract, runs, on_event)
+    contract = with_evaluations_measured(contract, runs, on_event)
     lengths, checksums, length_warning = _checksums(repo, contract, _verification_lengths(contract, runs), runs[0],
                                                     log_root, on_event, sandbox)
 
@@ -303,6 +304,22 @@ def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: 
     said = f"{w.planned_from} x {per_epoch} steps an epoch (the training loader's length, counted by doctor)"
     on_event(Event("doctor", "log", f"the real job: {planned} steps = {said}"))
     return replace(contract, workload=replace(w, planned_steps=planned, planned_from=said, epochs=0))
+
+
+def with_evaluations_measured(contract: Contract, runs: list[TrialResult], on_event: EventSink = ignore) -> Contract:
+    """An evaluation's batch is searched only where a trial's measured steps reach an evaluation:
+    with no measured step of the baseline runs carrying periodic work, what it changes (the
+    evaluation's time and its memory) is never measured, and a promotion could carry an evaluation
+    batch no run ever held. Warm-up steps do not count: their extra work is mostly warming up."""
+    evals = [k.name for k in contract.tunable if k.role == "eval_batch"]
+    if not evals or abort.periodic_steps([r.step_times for r in runs]):
+        return contract
+    note = (f"{', '.join(evals)}: the batch of an evaluation that no trial's measured steps reach (none of the "
+            "baseline runs' carried periodic work), so its time and memory are never measured: not searched")
+    on_event(Event("doctor", "log", note))
+    w = contract.workload
+    return replace(contract, knobs=[replace(k, tunable=False) if k.name in evals else k for k in contract.knobs],
+                   workload=replace(w, notes=[*w.notes, note]))
 
 
 def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:

@@ -24,7 +24,7 @@ from infrarsi.contract import (
 )
 from infrarsi.hardware import fingerprint
 from infrarsi.records import DoctorError, PeakFlops, load_doctor
-from infrarsi.stages.doctor import PHASE_TOLERANCE, summarize, with_measured_workload
+from infrarsi.stages.doctor import PHASE_TOLERANCE, summarize, with_evaluations_measured, with_measured_workload
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
@@ -212,6 +212,19 @@ def test_unknown_tokens_per_step_are_learned_from_the_baseline(tmp_path):
     runs[1].tokens_per_step = 256
     with pytest.raises(DoctorError, match="consistently"):
         with_measured_workload(contract, runs)
+
+
+def test_an_evaluation_batch_is_searched_only_where_the_trials_reach_an_evaluation(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path))
+    contract.knobs.append(Knob(name="eval_batch_size", role="eval_batch", type="int", default=64,
+                               flag="--eval_batch_size", domain=[32, 64, 128], tunable=True))
+    plain = [_run([0.1, 0.1, 0.1, 0.1], {}, [1.0]) for _ in range(2)]
+    fixed = with_evaluations_measured(contract, plain)
+    assert not fixed.knob("eval_batch_size").tunable and fixed.knob("micro_batch_size").tunable
+    assert "eval_batch_size: the batch of an evaluation that no trial's measured steps reach" in fixed.workload.notes[-1]
+    # An evaluation every few steps shows as a step carrying extra work in every run: searched.
+    evaluating = [_run([0.1, 0.1, 0.6, 0.1], {}, [1.0]) for _ in range(2)]
+    assert with_evaluations_measured(contract, evaluating).knob("eval_batch_size").tunable
 
 
 def _locked_repo(tmp_path: Path) -> Path:
