@@ -8,11 +8,10 @@ patch keeps the global batch and splits it: in a loop body that zeroes the gradi
 
 The loss normalisation is kept: a mean-reduced loss is weighted by each micro-batch's share of the
 batch, so the accumulated gradient is the full batch's; a loop whose loss sums (``reduction='sum'``
-in the statements it splits, or a loss function built with it, or a function of the file computing
-one, that they call) adds the micro-batch
-losses as they are. A sum-reduced loss elsewhere in the file (an evaluation's) says nothing of the
-training loop's. The split count is a knob the patch
-adds (``grad_accum_splits``, 2 when applied, role ``grad_accum``): a module global, or an argparse
+in the statements it splits, or a loss function built with it or a function of the file computing
+one, called there) adds the micro-batch losses as they are. A sum-reduced loss elsewhere in the file
+(an evaluation's) says nothing of the training loop's. The split count is a knob the patch adds
+(``grad_accum_splits``, 2 when applied, role ``grad_accum``): a module global, or an argparse
 flag where the file parses its command line at module level. Like every patch, a trial validates
 it: the loss trajectory must hold (a model with batch statistics, BatchNorm, does not, and is
 rejected there).
