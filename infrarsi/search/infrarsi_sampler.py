@@ -186,7 +186,7 @@ class InfraRSISampler(Sampler):
         promising = expected <= self._best_expected(self._clean(history)[1])
         choices = [sure & far & promising, likely & far & promising]
         if must:
-            choices += [sure & far, likely & far, sure, likely, fresh]
+            choices += [sure & far, sure, likely & far, likely, fresh]
         rows = next((np.flatnonzero(m) for m in choices if m.any()), None)
         if rows is None:
             return None
