@@ -41,6 +41,12 @@ def dim_codes(space: SearchSpace, indicator: np.ndarray) -> np.ndarray:
     return indicator @ (dim_membership(space) * weights[:, None])
 
 
+def nearest_distance(space: SearchSpace, indicator: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Dimensions each row of ``indicator`` differs in from the nearest row of ``others``."""
+    codes, seen = dim_codes(space, indicator), dim_codes(space, others)
+    return np.min([(codes != row).sum(axis=1) for row in seen], axis=0)
+
+
 def interaction(space: SearchSpace, indicator: np.ndarray, measured: np.ndarray,
                 residuals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What the additive model misses at each row of ``indicator``, learnt from its ``residuals``
