@@ -28,6 +28,8 @@ from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 _HARD_FAILURES = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
+_SLOW = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
+"""A run stopped for being slow: measured slower than the baseline, whatever its median."""
 SEED_P_FITS = 0.8
 """A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
 PAIR_P_FITS = 0.8
@@ -90,7 +92,7 @@ class InfraRSISampler(Sampler):
         ``min_speedup`` its noise floor, beyond which a measured speed-up must be explained by the
         model before the search may call itself converged (infinite: no such guard); ``seeds``
         the experience bank's, and ``unbanked`` the priors without the bank's findings, which the
-        models fall back to once a bank seed runs slower than the baseline (``bank_contradicted``)."""
+        models fall back to once the trials contradict the bank (``bank_contradicted``)."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -102,6 +104,9 @@ class InfraRSISampler(Sampler):
         self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv), MemoryModel(space, p))
                         for p in (self.priors, unbanked if unbanked is not None else self.priors)]
         self.time, self.memory = self._models[0]
+        self._bank_keys = set() if unbanked is None else {
+            k for k in space.setting_keys if self.priors.get(k) != unbanked.get(k)}
+        """Settings whose priors the bank moved."""
         self._prior_time = setting_priors(space, self.priors, "time").mean
         self.stop_reason = ""
         """Why the last ``ask`` proposed nothing."""
@@ -142,19 +147,28 @@ class InfraRSISampler(Sampler):
             return self._acquire(history, pool, fresh, may_stop=n_ok >= CONVERGE_AFTER_OK)
 
     def _bank_seed_results(self, history: list[TrialResult]) -> tuple[bool, bool]:
-        """Whether a bank seed has failed (not ok), and whether one ran slower than the baseline."""
+        """Whether a bank seed has failed (not ok), and whether one ran slower than the baseline
+        (an abort for slowness included)."""
         keys = {c.key() for c in self.seeds}
         base = [measured_job_s(t, self.space.planned_steps) for t in history
                 if t.ok and t.candidate.key() == self.space.baseline().key()]
         tried = [t for t in history if t.candidate.key() in keys]
-        slow = bool(base) and any(t.ok and measured_job_s(t, self.space.planned_steps) > min(base) for t in tried)
+        slow = any(t.status in _SLOW for t in tried) or bool(base) and any(
+            t.ok and measured_job_s(t, self.space.planned_steps) > min(base) for t in tried)
         return any(not t.ok for t in tried), slow
 
     def bank_contradicted(self, history: list[TrialResult]) -> bool:
-        """A bank seed ran slower than the baseline: the bank's findings that chose it are read as
-        wrong here, and the models stop using them (a wrong bank's priors would go on steering
-        expected improvement after its seeds stopped)."""
-        return self._bank_seed_results(history)[1]
+        """The live trials contradict the bank: a bank seed ran slower than the baseline (or was
+        stopped for it), or a time prior the bank moved fails its prior check. The bank's findings
+        are then read as wrong here, all of them, and the models stop using them: a wrong bank's
+        priors would go on steering expected improvement after its seeds stopped, away from the
+        settings it called slow, which no trial then checks."""
+        if not self._bank_keys:
+            return False
+        if self._bank_seed_results(history)[1]:
+            return True
+        banked = self._models[0][0]
+        return banked.fit(history).fitted and bool(banked.miscalibrated & self._bank_keys)
 
     def _seed(self, history, measured, pool: CandidateSet, fresh, *, must: bool) -> Proposal | None:
         """The next seed; None when no spread-out candidate is worth its trial and the models
