@@ -147,19 +147,21 @@ class InfraRSISampler(Sampler):
             return self._acquire(history, pool, fresh, may_stop=n_ok >= CONVERGE_AFTER_OK)
 
     def _bank_seed_results(self, history: list[TrialResult]) -> tuple[bool, bool]:
-        """Whether a bank seed has failed (not ok), and whether one ran slower than the baseline
-        (an abort for slowness included)."""
+        """Whether a bank seed has failed (not ok), and whether one ran no faster than the
+        baseline beyond doctor's noise floor (a seed is the bank's promise of a speed-up; an abort
+        for slowness included)."""
         keys = {c.key() for c in self.seeds}
         base = [measured_job_s(t, self.space.planned_steps) for t in history
                 if t.ok and t.candidate.key() == self.space.baseline().key()]
         tried = [t for t in history if t.candidate.key() in keys]
+        floor = self.min_speedup if math.isfinite(self.min_speedup) else 1.0
         slow = any(t.status in _SLOW for t in tried) or bool(base) and any(
-            t.ok and measured_job_s(t, self.space.planned_steps) > min(base) for t in tried)
+            t.ok and measured_job_s(t, self.space.planned_steps) * floor > min(base) for t in tried)
         return any(not t.ok for t in tried), slow
 
     def bank_contradicted(self, history: list[TrialResult]) -> bool:
-        """The live trials contradict the bank: a bank seed ran slower than the baseline (or was
-        stopped for it), or a time prior the bank moved fails its prior check. The bank's findings
+        """The live trials contradict the bank: a bank seed ran no faster than the baseline (or
+        was stopped for slowness), or a time prior the bank moved fails its prior check. The bank's findings
         are then read as wrong here, all of them, and the models stop using them: a wrong bank's
         priors would go on steering expected improvement after its seeds stopped, away from the
         settings it called slow, which no trial then checks."""
@@ -173,8 +175,8 @@ class InfraRSISampler(Sampler):
     def _seed(self, history, measured, pool: CandidateSet, fresh, *, must: bool) -> Proposal | None:
         """The next seed; None when no spread-out candidate is worth its trial and the models
         have enough (``must`` false) to choose by expected improvement instead."""
-        # The bank's seeds come first, until one fails or runs slower than the baseline: the rest
-        # were chosen by the same bank.
+        # The bank's seeds come first, until one fails or runs no faster than the baseline: the
+        # rest were chosen by the same bank.
         if not any(self._bank_seed_results(history)):
             for cand in self.seeds:
                 if self.space.is_valid(cand) and cand.key() not in measured:
