@@ -20,7 +20,8 @@ from infrarsi.search.space import SearchSpace
 from infrarsi.settings import Setting
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
-BANK_SEEDS = 3
+BANK_SEEDS = 12
+"""Seeds offered; the search keeps the first few valid in its own space (``strategy.BANK_SEEDS``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,12 +58,13 @@ def memory_saver_pair(
     scores: Scores,
     anchor: int,
     allowed: np.ndarray,
+    min_p_fits: float = 0.5,
 ) -> int | None:
     """Row of the fastest allowed variant of ``anchor`` that only adds memory savers and fits.
 
     A variant qualifies when every dimension it changes (a knob, the coupled batch group, a
     patch) moves to a setting whose fitted memory price is lower than the anchor's by at least
-    MIN_SAVING, and the memory model gives it P(fits) >= 0.5. None when no variant qualifies.
+    MIN_SAVING, and the memory model gives it P(fits) >= ``min_p_fits``. None when no variant qualifies.
     """
     effect, _ = memory.setting_effects()
     dims = sorted(set(space.setting_dims))
@@ -73,7 +74,7 @@ def memory_saver_pair(
     changed = (indicator != indicator[anchor]) @ membership > 0
     cheaper = paid < paid[anchor] - MIN_SAVING
     savers_only = changed.any(axis=1) & np.all(~changed | cheaper, axis=1)
-    ok = savers_only & allowed & (scores.p_fits >= 0.5)
+    ok = savers_only & allowed & (scores.p_fits >= min_p_fits)
     if not ok.any():
         return None
     rows = np.flatnonzero(ok)

@@ -20,6 +20,7 @@ from infrarsi.search.crash_model import p_runs
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
+from infrarsi.search.memory_guard import nearest_distance, oom_dominated
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import CandidateSet, SearchSpace
@@ -27,8 +28,20 @@ from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 _HARD_FAILURES = (TrialStatus.CRASH, TrialStatus.NUMERICS, TrialStatus.CONTRACT)
+_SLOW = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
+"""A run stopped for being slow: measured slower than the baseline, whatever its median."""
 SEED_P_FITS = 0.8
 """A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
+PAIR_P_FITS = 0.8
+"""Pairing memory savers with a setting predicted not to fit asks this confidence that the pair
+fits: at 0.5 half of the simulated clusters' pairings ran out of memory."""
+EI_P_FITS = 0.5
+"""Expected improvement chooses among candidates at least this likely to fit, while any is: an
+OOM teaches the memory model one bound and the time model nothing."""
+TRUST_DISTANCE = 2
+"""Expected improvement and the memory pairing choose within this many dimensions of a trial that
+ran in memory, while any candidate there is left: the memory model is additive, and further out
+its misfit (an interaction of three settings) is what decides whether a candidate fits."""
 SEED_DISTANCE = 3
 """Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
 CONVERGED_GAIN = 0.001
@@ -65,6 +78,7 @@ class InfraRSISampler(Sampler):
         priors: PriorTable | None = None,
         seeds: list[Candidate] | tuple[Candidate, ...] = (),
         *,
+        unbanked: PriorTable | None = None,
         n_initial: int = 4,
         enumerate_limit: int = 20_000,
         n_random: int = 4_000,
@@ -76,7 +90,9 @@ class InfraRSISampler(Sampler):
         """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
         CV it measured (None: not measured), which the prior checks hold each trial to;
         ``min_speedup`` its noise floor, beyond which a measured speed-up must be explained by the
-        model before the search may call itself converged (infinite: no such guard)."""
+        model before the search may call itself converged (infinite: no such guard); ``seeds``
+        the experience bank's, and ``unbanked`` the priors without the bank's findings, which the
+        models fall back to once the trials contradict the bank (``bank_contradicted``)."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -85,8 +101,12 @@ class InfraRSISampler(Sampler):
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
         self.min_speedup = min_speedup
-        self.time = TimeModel(space, self.priors, noise_floor=noise_floor, noise_cv=noise_cv)
-        self.memory = MemoryModel(space, self.priors)
+        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv), MemoryModel(space, p))
+                        for p in (self.priors, unbanked if unbanked is not None else self.priors)]
+        self.time, self.memory = self._models[0]
+        self._bank_keys = set() if unbanked is None else {
+            k for k in space.setting_keys if self.priors.get(k) != unbanked.get(k)}
+        """Settings whose priors the bank moved."""
         self._prior_time = setting_priors(space, self.priors, "time").mean
         self.stop_reason = ""
         """Why the last ``ask`` proposed nothing."""
@@ -112,6 +132,7 @@ class InfraRSISampler(Sampler):
         has been measured or none left is expected to gain ``CONVERGED_GAIN``."""
         # The matrices are small: a multi-threaded BLAS only spins against the trials' own threads.
         with threadpool_limits(limits=1, user_api="blas"):
+            self.time, self.memory = self._models[self.bank_contradicted(history)]
             measured = measured_keys(history)
             pool = self._pool(history)
             fresh = np.array([k not in measured for k in pool.keys], dtype=bool)
@@ -125,12 +146,41 @@ class InfraRSISampler(Sampler):
                     return proposal
             return self._acquire(history, pool, fresh, may_stop=n_ok >= CONVERGE_AFTER_OK)
 
+    def _bank_seed_results(self, history: list[TrialResult]) -> tuple[bool, bool]:
+        """Whether a bank seed has failed (not ok), and whether one ran no faster than the
+        baseline beyond doctor's noise floor (a seed is the bank's promise of a speed-up; an abort
+        for slowness included)."""
+        keys = {c.key() for c in self.seeds}
+        base = [measured_job_s(t, self.space.planned_steps) for t in history
+                if t.ok and t.candidate.key() == self.space.baseline().key()]
+        tried = [t for t in history if t.candidate.key() in keys]
+        floor = self.min_speedup if math.isfinite(self.min_speedup) else 1.0
+        slow = any(t.status in _SLOW for t in tried) or bool(base) and any(
+            t.ok and measured_job_s(t, self.space.planned_steps) * floor > min(base) for t in tried)
+        return any(not t.ok for t in tried), slow
+
+    def bank_contradicted(self, history: list[TrialResult]) -> bool:
+        """The live trials contradict the bank: a bank seed ran no faster than the baseline (or
+        was stopped for slowness), or a time prior the bank moved fails its prior check. The bank's findings
+        are then read as wrong here, all of them, and the models stop using them: a wrong bank's
+        priors would go on steering expected improvement after its seeds stopped, away from the
+        settings it called slow, which no trial then checks."""
+        if not self._bank_keys:
+            return False
+        if self._bank_seed_results(history)[1]:
+            return True
+        banked = self._models[0][0]
+        return banked.fit(history).fitted and bool(banked.miscalibrated & self._bank_keys)
+
     def _seed(self, history, measured, pool: CandidateSet, fresh, *, must: bool) -> Proposal | None:
         """The next seed; None when no spread-out candidate is worth its trial and the models
         have enough (``must`` false) to choose by expected improvement instead."""
-        for cand in self.seeds:
-            if self.space.is_valid(cand) and cand.key() not in measured:
-                return Proposal(cand, "seed from the experience bank")
+        # The bank's seeds come first, until one fails or runs no faster than the baseline: the
+        # rest were chosen by the same bank.
+        if not any(self._bank_seed_results(history)):
+            for cand in self.seeds:
+                if self.space.is_valid(cand) and cand.key() not in measured:
+                    return Proposal(cand, "seed from the experience bank")
         base = self.space.baseline()
         if base.key() not in measured:
             return Proposal(base, "baseline")
@@ -138,7 +188,7 @@ class InfraRSISampler(Sampler):
         # settings from every trial so far (so the first trials spread out), the best predicted
         # job time: the time model's mean starts at the prior and already knows what the first
         # trials showed (a 10x-slower bf16, say). Ties are broken at random. Where none is that
-        # sure to fit (no memory priors yet), a likely fit will do; spread matters before surety.
+        # sure to fit (no memory priors yet), a likely fit will do.
         # A seed must also be expected no slower than the best run so far: one the priors already
         # call slower is aborted and teaches less than the trial expected improvement would pick
         # (on the measured MoE table the spread-out seed, checkpointing + micro-batch 2, was
@@ -148,20 +198,37 @@ class InfraRSISampler(Sampler):
         expected = (self.time.predict_indicator(pool.indicator).log_job if self.time.fitted
                     else pool.indicator @ self._prior_time) + rng.uniform(0, 1e-6, len(pool.keys))
         memory = self.memory.fit(history)
-        p_fits = memory.p_fits(pool.features, self.space.budget_bytes)
+        p_fits = memory.p_fits(pool.features, self.space.budget_bytes, pool.indicator)
+        fresh = fresh & ~self._oom_dominated(history, memory, pool)
         sure, likely = fresh & (p_fits >= SEED_P_FITS), fresh & (p_fits >= 0.5)
         done = self.space.indicator(distinct([t.candidate for t in history]))
         far = (pool.indicator[:, None, :] != done[None, :, :]).sum(axis=2).min(axis=1) >= SEED_DISTANCE
         promising = expected <= self._best_expected(self._clean(history)[1])
-        choices = [sure & far & promising, likely & far & promising]
-        if must:
-            choices += [sure & far, likely & far, sure, likely, fresh]
+        # Until a second trial runs, a seed that fits matters more than one that spreads: on the
+        # simulated 175B cluster (19% of its points fit) four in five spread-out likely fits ran
+        # out of memory, each one more trial with nothing for the time model.
+        choices = ([sure & far & promising, sure & far, sure, likely & far & promising, likely & far, likely, fresh]
+                   if must else [sure & far & promising, likely & far & promising])
         rows = next((np.flatnonzero(m) for m in choices if m.any()), None)
         if rows is None:
             return None
         pick = int(rows[np.argmin(expected[rows])])
         return Proposal(pool.candidates[pick], "prior-guided diverse seed",
                         {"log_expected": float(expected[pick]), "p_fits": float(p_fits[pick])})
+
+    def _oom_dominated(self, history: list[TrialResult], memory: MemoryModel, pool: CandidateSet) -> np.ndarray:
+        """Candidates at least as hungry as an OOMed trial in every dimension (``oom_dominated``)."""
+        oomed = distinct([t.candidate for t in history if t.status is TrialStatus.OOM])
+        if not memory.fitted or not oomed:
+            return np.zeros(len(pool.keys), dtype=bool)
+        return oom_dominated(self.space, memory.setting_effects()[0], pool.indicator, self.space.indicator(oomed))
+
+    def _near_fits(self, history: list[TrialResult], pool: CandidateSet) -> np.ndarray:
+        """Candidates within ``TRUST_DISTANCE`` dimensions of a trial that ran in memory."""
+        fits = distinct([t.candidate for t in history if t.ok])
+        if not fits:
+            return np.ones(len(pool.keys), dtype=bool)
+        return nearest_distance(self.space, pool.indicator, self.space.indicator(fits)) <= TRUST_DISTANCE
 
     @staticmethod
     def _clean(history) -> tuple[set[str], list[Candidate]]:
@@ -183,7 +250,14 @@ class InfraRSISampler(Sampler):
         self.time.fit(history)
         memory = self.memory.fit(history)
         pred = self.time.predict_indicator(pool.indicator)
-        p_fits = memory.p_fits(pool.features, space.budget_bytes)
+        p_fits = memory.p_fits(pool.features, space.budget_bytes, pool.indicator)
+        fresh = fresh & ~self._oom_dominated(history, memory, pool)
+        if not fresh.any():
+            self.stop_reason = "every candidate left is at least as memory-hungry as one that ran out of memory"
+            return None
+        near = fresh & self._near_fits(history, pool)
+        if near.any():
+            fresh = near
         hard = failed_keys(history, _HARD_FAILURES)
         ok_keys, oks = self._clean(history)
         # Improvement is measured against the best measured candidate; with none left usable,
@@ -196,11 +270,12 @@ class InfraRSISampler(Sampler):
         anchor_key = pool.keys[anchor]
         oomed = failed_keys(history, (TrialStatus.OOM,))
         if memory.fitted and anchor_key not in ok_keys and (anchor_key in oomed or p_fits[anchor] < 0.5):
-            pair = memory_saver_pair(space, memory, pool.indicator, scores, anchor, fresh)
+            pair = memory_saver_pair(space, memory, pool.indicator, scores, anchor, fresh, PAIR_P_FITS)
             if pair is not None and pred.log_job[pair] < best:
                 reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
-        pick = int(np.argmax(np.where(fresh, scores.value, -np.inf)))
+        likely = fresh & (p_fits >= EI_P_FITS)
+        pick = int(np.argmax(np.where(likely if likely.any() else fresh, scores.value, -np.inf)))
         reason = "expected improvement x P(fits) x P(runs)"
         if may_stop and scores.value[pick] < CONVERGED_GAIN:
             disputed = self.disputed(history)
@@ -254,6 +329,7 @@ class InfraRSISampler(Sampler):
         for t in history:
             if t.ok and t.step_time and t.candidate.key() not in failed:
                 runs.setdefault(t.candidate.key(), []).append(t)
+        self.time, self.memory = self._models[self.bank_contradicted(history)]
         if not runs or not self.time.fit(history).fitted:
             return []
         cands = [ts[0].candidate for ts in runs.values()]

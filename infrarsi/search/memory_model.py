@@ -25,6 +25,7 @@ from infrarsi.priors.types import PriorTable
 from infrarsi.records import MemoryPriceRow
 from infrarsi.search.effects import SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.search.memory_curve import refit_untried
+from infrarsi.search.memory_guard import interaction
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.truncated import mean_above, tail_terms
 from infrarsi.trials import TrialResult, TrialStatus
@@ -200,11 +201,19 @@ class MemoryModel:
         param_var = np.einsum("ij,jk,ik->i", Xa, self.cov, Xa)
         return mean, np.sqrt(self.sigma**2 + param_var)
 
-    def p_fits(self, X: np.ndarray, budget_bytes: float) -> np.ndarray:
-        """P(peak <= budget) for each encoded row; 1 when nothing is known yet."""
+    def p_fits(self, X: np.ndarray, budget_bytes: float, indicator: np.ndarray | None = None) -> np.ndarray:
+        """P(peak <= budget) for each encoded row; 1 when nothing is known yet. With the rows'
+        ``indicator``, the model's misfit at the measured peaks nearby moves the row's prediction,
+        and a row far from every measured peak is less sure (``interaction``)."""
         if not self.fitted:
             return np.ones(len(X))
         mean, sd = self.predict(X)
+        if indicator is not None and self.data is not None:
+            peaks = ~self.data.censored
+            measured = self.data.indicator[peaks]
+            residuals = self.data.y[peaks] - self.predict(measured @ self.space.setting_deltas)[0]
+            shift, var = interaction(self.space, indicator, measured, residuals)
+            mean, sd = mean + shift, np.sqrt(sd**2 + var)
         return ndtr((math.log(budget_bytes) - mean) / sd)
 
     def setting_effects(self) -> tuple[np.ndarray, np.ndarray]:

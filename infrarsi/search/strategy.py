@@ -30,14 +30,17 @@ from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import ahead_of_baseline
 
+BANK_SEEDS = 3
+"""The bank's seeds run first, at most these many of those valid in this space (the bank offers
+more: a bank written on another cluster holds layouts this one cannot run)."""
 SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
 MAX_NOISE_FLOOR = 0.5
 """A baseline measured on a busy machine can show a CV near 1; the time model's noise stays a log-sd below this."""
 
 
 def _infrarsi(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sampler:
-    seeds = [s for s in strategy.seeds if space.is_valid(s)]
-    return InfraRSISampler(space, strategy.priors, seeds, seed=strategy.seed,
+    seeds = [s for s in strategy.seeds if space.is_valid(s)][:BANK_SEEDS]
+    return InfraRSISampler(space, strategy.priors, seeds, unbanked=strategy.unbanked_priors, seed=strategy.seed,
                            noise_floor=min(max(strategy.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
                            noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup)
 
@@ -74,6 +77,8 @@ class Strategy:
     (infinite when no doctor report is given: only the ranking decides)."""
     bank_priors: PriorTable = field(default_factory=PriorTable)
     """What the bank said, per key, before it was combined with the other priors (for the report)."""
+    unbanked_priors: PriorTable | None = None
+    """The priors before the bank's were combined in (None: no bank), for a search that finds the bank wrong."""
     max_rejected: int = 0
     """Optuna's proposals outside the valid space given back before one is run anyway
     (``OptunaSampler``): the run stage runs each one; the benchmark's replay rejects them as
@@ -90,6 +95,7 @@ class Strategy:
         trials deserve, ``PriorTable.combined``), and its seeds (which only InfraRSI's own sampler
         runs first; the peers are compared without them)."""
         self.bank_priors = priors
+        self.unbanked_priors = self.priors
         if len(priors):
             self.priors = self.priors.combined(priors)
             self.priors_source += f" + experience bank ({len(priors)} effects)"
