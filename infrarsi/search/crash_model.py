@@ -40,12 +40,36 @@ SAME_NUMERICS = ("logging", "eval_batch", "dataloader_workers", "dataloader_pin_
 
 def failure_rates(space: SearchSpace, history: list[TrialResult]) -> np.ndarray:
     """Per ``space.setting_keys``: the estimated share of runs the setting breaks."""
-    n = len(space.setting_keys)
+    causes = _causes(space)
+    return _cause_rates(space, history, causes) @ causes.T
+
+
+def p_runs(space: SearchSpace, history: list[TrialResult], indicator: np.ndarray) -> np.ndarray:
+    """P(no setting breaks it), for the rows of a setting indicator matrix."""
+    causes = _causes(space)
+    rates = _cause_rates(space, history, causes)
+    broken = _held(_broken(space, history), causes)
+    numerics = np.array([st is TrialStatus.NUMERICS for st in _broken_statuses(history)], dtype=bool)
+    neutral = _same_numerics(space, causes)
+    held = _held(indicator, causes)
+    out = np.ones(len(indicator))
+    for c in np.flatnonzero(rates > 0):
+        rows = broken[:, c] > 0
+        core = np.all(broken[rows] > 0, axis=0)
+        if numerics[rows].all() and not neutral[c]:
+            core &= ~neutral  # what it broke with, less what cannot break the numbers
+        holds_core = np.all(held[:, core] > 0, axis=1)
+        out *= np.where(holds_core, 1.0 - min(rates[c], 0.999), 1.0)
+    return out
+
+
+def _cause_rates(space: SearchSpace, history: list[TrialResult], causes: np.ndarray) -> np.ndarray:
+    """Per cause (``_causes``): the estimated share of runs it breaks."""
     clean = [t.candidate for t in history if t.status in CLEAN]
-    clean_runs = space.indicator(clean).sum(axis=0) if clean else np.zeros(n)
-    blame = np.zeros(n)
-    neutral = _same_numerics(space)
-    for held, status in zip(_broken(space, history), _broken_statuses(history)):
+    clean_runs = _held(space.indicator(clean), causes).sum(axis=0) if clean else np.zeros(causes.shape[1])
+    blame = np.zeros(causes.shape[1])
+    neutral = _same_numerics(space, causes)
+    for held, status in zip(_held(_broken(space, history), causes), _broken_statuses(history)):
         suspects = held * (clean_runs == 0)
         suspects = suspects if suspects.any() else held
         if status is TrialStatus.NUMERICS and (suspects * ~neutral).any():
@@ -56,21 +80,21 @@ def failure_rates(space: SearchSpace, history: list[TrialResult]) -> np.ndarray:
     return np.where(settled, 1.0, blame / (blame + clean_runs + PRIOR_CLEAN))
 
 
-def p_runs(space: SearchSpace, history: list[TrialResult], indicator: np.ndarray) -> np.ndarray:
-    """P(no setting breaks it), for the rows of a setting indicator matrix."""
-    rates = failure_rates(space, history)
-    broken = _broken(space, history)
-    numerics = np.array([st is TrialStatus.NUMERICS for st in _broken_statuses(history)], dtype=bool)
-    neutral = _same_numerics(space)
-    out = np.ones(len(indicator))
-    for s in np.flatnonzero(rates > 0):
-        rows = broken[:, s] > 0
-        core = np.all(broken[rows] > 0, axis=0)
-        if numerics[rows].all() and not neutral[s]:
-            core &= ~neutral  # what it broke with, less what cannot break the numbers
-        holds_core = np.all(indicator[:, core] > 0, axis=1)
-        out *= np.where(holds_core, 1.0 - min(rates[s], 0.999), 1.0)
-    return out
+def _causes(space: SearchSpace) -> np.ndarray:
+    """Settings x causes, 0/1: each setting is its own cause, except the values of a knob a patch
+    adds (``Knob.patch``: the split count), which apply the same patch whatever the value, so that
+    a failure at 2 splits is expected at 4 too."""
+    patch_of = {k.name: k.patch for k in space.knobs if k.patch}
+    names = [patch_of.get(space.knob_of(key)) or key for key in space.setting_keys]
+    distinct = list(dict.fromkeys(names))
+    causes = np.zeros((len(names), len(distinct)))
+    causes[np.arange(len(names)), [distinct.index(n) for n in names]] = 1.0
+    return causes
+
+
+def _held(indicator: np.ndarray, causes: np.ndarray) -> np.ndarray:
+    """Which causes each row of a setting indicator holds."""
+    return (indicator @ causes > 0).astype(float)
 
 
 def _broken(space: SearchSpace, history: list[TrialResult]) -> np.ndarray:
@@ -82,6 +106,8 @@ def _broken_statuses(history: list[TrialResult]) -> list[TrialStatus]:
     return [t.status for t in history if t.status in BREAKING]
 
 
-def _same_numerics(space: SearchSpace) -> np.ndarray:
+def _same_numerics(space: SearchSpace, causes: np.ndarray) -> np.ndarray:
+    """Per cause: whether its knob cannot change the trained numbers."""
     roles = {k.name: k.role for k in space.knobs}
-    return np.array([roles.get(space.knob_of(key)) in SAME_NUMERICS for key in space.setting_keys], dtype=bool)
+    neutral = np.array([roles.get(space.knob_of(key)) in SAME_NUMERICS for key in space.setting_keys], dtype=float)
+    return (neutral @ causes) > 0

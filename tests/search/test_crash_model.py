@@ -86,3 +86,16 @@ def test_a_numerics_failure_is_not_blamed_on_a_setting_that_cannot_change_the_nu
     # A crash may come from anything the trial changed: its blame is shared as before.
     rates = dict(zip(space.setting_keys, failure_rates(space, [result(base), result(broken, TrialStatus.CRASH)])))
     assert rates["log_every=160"] > 0
+
+
+def test_the_values_of_a_knob_a_patch_adds_share_its_failures():
+    space = SearchSpace.from_contract(contract_with([*dense_knobs(), Knob(
+        name="grad_accum_splits", role="grad_accum", type="int", default=1, flag="--grad_accum_splits",
+        domain=[1, 2, 4], tunable=True, patch="gradient_accumulation")]), [])
+    base = space.baseline()
+    history = [result(base), result(space.with_value(base, "grad_accum_splits", 2), TrialStatus.NUMERICS)]
+    rates = dict(zip(space.setting_keys, failure_rates(space, history)))
+    # Every split count applies the same patch: a failure at 2 splits is expected at 4.
+    assert rates["grad_accum_splits=2"] == rates["grad_accum_splits=4"] == 0.8
+    four = space.with_value(base, "grad_accum_splits", 4)
+    assert np.allclose(p_runs(space, history, space.indicator([four, base])), [0.2, 1.0])
