@@ -15,13 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
+from infrarsi.search.memory_guard import HUNGRIER, dim_membership, dim_prices
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePrediction
-
-MIN_SAVING = 0.02
-"""A move saves memory only if its fitted price is lower by this much (log): a setting whose
-price is zero give or take the fit's noise must not ride along in a pairing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +61,13 @@ def memory_saver_pair(
 
     A variant qualifies when every dimension it changes (a knob, the coupled batch group, a
     patch) moves to a setting whose fitted memory price is lower than the anchor's by at least
-    MIN_SAVING, and the memory model gives it P(fits) >= ``min_p_fits``. None when no variant qualifies.
+    ``HUNGRIER``, and the memory model gives it P(fits) >= ``min_p_fits``. None when no variant qualifies.
     """
     effect, _ = memory.setting_effects()
-    dims = sorted(set(space.setting_dims))
-    membership = np.array([[d == dim for dim in dims] for d in space.setting_dims], dtype=float)
     # Memory each candidate pays in each dimension, and whether it differs there from the anchor.
-    paid = indicator @ (membership * effect[:, None])
-    changed = (indicator != indicator[anchor]) @ membership > 0
-    cheaper = paid < paid[anchor] - MIN_SAVING
+    paid = dim_prices(space, effect, indicator)
+    changed = (indicator != indicator[anchor]) @ dim_membership(space) > 0
+    cheaper = paid < paid[anchor] - HUNGRIER
     savers_only = changed.any(axis=1) & np.all(~changed | cheaper, axis=1)
     ok = savers_only & allowed & (scores.p_fits >= min_p_fits)
     if not ok.any():

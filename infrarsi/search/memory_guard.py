@@ -25,14 +25,19 @@ INTERACTION_CORRELATION = 0.6
 NUGGET_SD = 0.05
 """A measured peak's own noise, in the misfit's field."""
 HUNGRIER = 0.02
-"""A setting is hungrier than another only if its fitted price is higher by this much (log), the
-pairing's ``MIN_SAVING``: a price that is zero give or take the fit's noise orders nothing."""
+"""A setting is hungrier (or a saver) against another only if its fitted price differs by this
+much (log): a price that is zero give or take the fit's noise orders nothing."""
 
 
 def dim_membership(space: SearchSpace) -> np.ndarray:
     """Settings x dimensions: 1 where the setting moves that dimension (a knob, the coupled group, a patch)."""
     dims = sorted(set(space.setting_dims))
     return np.array([[d == dim for dim in dims] for d in space.setting_dims], dtype=float).reshape(-1, len(dims))
+
+
+def dim_prices(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray) -> np.ndarray:
+    """The log memory each row pays in each dimension, by the fitted per-setting ``effect``."""
+    return indicator @ (dim_membership(space) * effect[:, None])
 
 
 def dim_codes(space: SearchSpace, indicator: np.ndarray) -> np.ndarray:
@@ -70,8 +75,7 @@ def oom_dominated(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray,
     out = np.zeros(len(indicator), dtype=bool)
     if not len(oomed):
         return out
-    membership = dim_membership(space)
-    paid, paid_oom = indicator @ (membership * effect[:, None]), oomed @ (membership * effect[:, None])
+    paid, paid_oom = dim_prices(space, effect, indicator), dim_prices(space, effect, oomed)
     codes, codes_oom = dim_codes(space, indicator), dim_codes(space, oomed)
     for paid_row, code_row in zip(paid_oom, codes_oom, strict=True):
         out |= np.all((codes == code_row) | (paid >= paid_row + HUNGRIER), axis=1)
