@@ -49,6 +49,7 @@ from infrarsi.knobs.rewrite import set_defaults
 from infrarsi.records import DoctorReport, HardwareFingerprint
 from infrarsi.records.files import state_dir
 from infrarsi.report.model import candidate_peak
+from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.trials import Candidate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,8 +231,15 @@ def state(repo: Path, name: str) -> Path:
     return state_dir(repo) / name
 
 
+def sandbox_args() -> list[str]:
+    """``--no-sandbox`` where bubblewrap cannot run (the device machine has none): the check is
+    about the GPU paths, and the table's notes say the trials ran unsandboxed."""
+    return ["--no-sandbox"] if bwrap_problem() else []
+
+
 def check_fixture(check: Check, mode: Mode, plan: FixturePlan) -> None:
     repo = sized_copy(plan, check.work)
+    unsandboxed = sandbox_args()
     init_argv = ["infrarsi", "init", str(repo), "--warmup-steps", str(mode.warmup_steps),
                  "--measured-steps", str(mode.measured_steps), "--json"]
     if plan.budget_gib is not None:
@@ -244,18 +252,19 @@ def check_fixture(check: Check, mode: Mode, plan: FixturePlan) -> None:
     if mode.verify is not None:
         save_contract(replace(load_contract(repo), verify=mode.verify), repo)
     run_cli(check, Step(plan.name, "doctor", ["infrarsi", "doctor", str(repo), "--repeats",
-                                                str(mode.doctor_repeats), "--json"]), min_s=30.0)
+                                                str(mode.doctor_repeats), "--json", *unsandboxed]), min_s=30.0)
     doctor = json_or_none(state(repo, "doctor.json").read_text()) if state(repo, "doctor.json").exists() else None
     if check.steps[-1].rc != 0 or doctor is None:
         return _skip_rest(check, plan.name, "doctor left no record")
     # Half the baseline's measured peak: below what the baseline needs, whatever the machine.
     budget_gib = doctor["memory"]["peak_bytes"] / 2 / GIB
     oom = run_cli(check, Step(plan.name, "oom_trial", ["infrarsi", "trial", str(repo), "--budget-gib",
-                                                         f"{budget_gib:.4f}", "--json"]))
+                                                         f"{budget_gib:.4f}", "--json", *unsandboxed]))
     (check.work / f"{plan.name}.oom_trial.json").write_text(oom)
     # Room kept for the report, which an interrupted optimize does not write.
     run_cli(check, Step(plan.name, "optimize", ["infrarsi", "optimize", str(repo), "faster", "--trials",
-                                                  str(plan.trials), "--json"]), min_s=60.0, reserve_s=15.0)
+                                                  str(plan.trials), "--json", *unsandboxed]),
+            min_s=60.0, reserve_s=15.0)
     if state(repo, "run.json").exists() and not state(repo, "report.md").exists():
         run_cli(check, Step(plan.name, "report", ["infrarsi", "report", str(repo), "--format", "md"]),
                 min_s=5.0)
@@ -436,6 +445,8 @@ def environment(mode: str, work: Path) -> dict:
         "work": str(work),
         "notes": [n for n in os.environ.get("GPU_CHECK_NOTES", "").split("\n") if n.strip()],
     }
+    if bwrap_problem():
+        info["notes"].append(f"trials ran with --no-sandbox: {bwrap_problem()}")
     if mode == "gpu" and not torch.cuda.is_available():
         info["notes"].append("gpu mode on a machine where torch sees no CUDA device: the numbers are CPU numbers")
     return info
