@@ -102,6 +102,14 @@ elif [[ $online == yes ]]; then
     || { echo "installing the project failed:"; tail -20 "$log"; exit 2; }
 fi
 export PYTHONPATH=$ROOT:$ROOT/server${PYTHONPATH:+:$PYTHONPATH}
+# Trials get an allow-listed environment without PYTHONPATH (docs/sandbox.md) and run this same
+# interpreter, whose probe imports infrarsi: a .pth in its own site-packages makes the project and
+# the carried wheels importable there too (the device machine is discarded after the call).
+if ! env -u PYTHONPATH "$PY" -c 'import infrarsi' >/dev/null 2>&1; then
+  site=$("$PY" -c 'import site; print(site.getsitepackages()[0])')
+  printf '%s\n' "$WORK/site" "$ROOT" "$ROOT/server" > "$site/infrarsi-gpu-check.pth" \
+    || { echo "cannot make the project importable for trials: $site is not writable"; exit 2; }
+fi
 if ! command -v git >/dev/null; then
   # GitPython refuses to import without a git executable; the check needs none (no apply).
   export GIT_PYTHON_REFRESH=quiet
@@ -113,7 +121,8 @@ if ! "$PY" -c 'import infrarsi.cli, infrarsi.stages.run, infrarsi.report.plots' 
   exit 2
 fi
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || cat "$WHEELS/commit.txt" 2>/dev/null || echo unknown)
+# --prepare wrote the commit it ran at; the device copy's own .git need not be current.
+commit=$(cat "$WHEELS/commit.txt" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export GPU_CHECK_COMMIT=$commit GPU_CHECK_NOTES=$(printf '%s\n' "${notes[@]}")
 export PYTHONUNBUFFERED=1
 "$PY" -m bench.gpu_check --out "$OUT" --work "$WORK" "$@"
