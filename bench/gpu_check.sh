@@ -104,8 +104,9 @@ fi
 export PYTHONPATH=$ROOT:$ROOT/server${PYTHONPATH:+:$PYTHONPATH}
 # Trials get an allow-listed environment without PYTHONPATH (docs/sandbox.md) and run this same
 # interpreter, whose probe imports infrarsi: a .pth in its own site-packages makes the project and
-# the carried wheels importable there too (the device machine is discarded after the call).
-if ! env -u PYTHONPATH "$PY" -c 'import infrarsi' >/dev/null 2>&1; then
+# the carried wheels importable there too (the device machine is discarded after the call). Asked
+# from /, since the checkout as the current directory would make it importable.
+if ! (cd / && env -u PYTHONPATH "$PY" -c "import infrarsi") >/dev/null 2>&1; then
   site=$("$PY" -c 'import site; print(site.getsitepackages()[0])')
   printf '%s\n' "$WORK/site" "$ROOT" "$ROOT/server" > "$site/infrarsi-gpu-check.pth" \
     || { echo "cannot make the project importable for trials: $site is not writable"; exit 2; }
