@@ -19,7 +19,10 @@ SLOWER = 1.2
 """How much longer than doctor's normal the job's CPU work may take from waiting for a CPU (the CPU
 it got over its runnable time, against the normal share) before a window is disturbed."""
 MIN_OTHERS_CORES = 0.25
-"""Waiting counts as disturbance only while other processes use at least this many of the job's cores."""
+"""Waiting counts as disturbance only while other processes use at least this many of the job's cores,
+and more than their normal (``Background.normal_cores``): under a background that is the normal, a
+candidate that waits more than the baseline did (more threads against the same load) is slower on
+this machine, which is its measurement, not a disturbance."""
 GPU_LIMIT = 0.10
 """Other processes' SM utilisation of the job's devices above which a window is disturbed."""
 
@@ -45,17 +48,21 @@ class Window:
         return self.others_cores + self.steal_cores
 
     def disturbed(self, limits: Background) -> bool:
-        return (self.load_cores > limits.limit_cores
-                or (self.denied > limits.limit_denied and self.load_cores >= MIN_OTHERS_CORES)
+        return (self.load_cores > limits.limit_cores or self._waited(limits)
                 or (self.gpu_others or 0.0) > GPU_LIMIT)
+
+    def _waited(self, limits: Background) -> bool:
+        return (self.denied > limits.limit_denied and self.load_cores >= MIN_OTHERS_CORES
+                and self.load_cores > limits.normal_cores)
 
     def why(self, limits: Background) -> str:
         if self.load_cores > limits.limit_cores:
             return f"other processes used {self.load_cores:.2f} of the job's cores (normal at most {limits.limit_cores:.2f})"
         if (self.gpu_others or 0.0) > GPU_LIMIT:
             return f"other processes used {self.gpu_others:.0%} of the job's GPUs"
-        return (f"the job waited for a CPU {self.denied:.0%} of its runnable time while other processes used "
-                f"{self.load_cores:.2f} of its cores (normal at most {limits.limit_denied:.0%})")
+        return (f"the job waited for a CPU {self.denied:.0%} of its runnable time (normal at most "
+                f"{limits.limit_denied:.0%}) while other processes used {self.load_cores:.2f} of its cores, "
+                f"more than their normal {limits.normal_cores:.2f}")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}

@@ -51,6 +51,18 @@ def test_a_job_waiting_only_for_its_own_threads_is_not_disturbed():
     assert not w.disturbed(LIMITS)
 
 
+def test_waiting_counts_only_while_others_use_more_than_their_normal():
+    # A machine whose normal is a standing load of 1.4 of 2 cores (measured again under it): a
+    # candidate with more threads than the baseline waits more against that same load.
+    standing = background(2, 2.0, [Window(seconds=1, others_cores=1.4, steal_cores=0, job_share=0.6,
+                                          denied=0.35)] * 10)
+    more_threads = Window(seconds=1, others_cores=1.3, steal_cores=0, job_share=0.5, denied=0.55)
+    assert more_threads.denied > standing.limit_denied and not more_threads.disturbed(standing)
+    # The same waiting while others take more than their normal is a disturbance, and says so.
+    heavier = Window(seconds=1, others_cores=1.5, steal_cores=0, job_share=0.5, denied=0.55)
+    assert heavier.disturbed(standing) and "more than their normal 1.40" in heavier.why(standing)
+
+
 def test_steal_counts_as_others():
     w = window(samples({"tree": 1.0, "busy": 1.0, "steal": 0.5}), 101.0, 103.0, cores=2)
     assert w.load_cores == pytest.approx(0.5) and w.disturbed(LIMITS)
