@@ -5,7 +5,7 @@
 #   bench/gpu_check.sh --prepare   here, where PyPI is reachable: the project's dependencies that the
 #                                  device image lacks, as Python 3.12 wheels, into .whl/ (ignored)
 #   bench/gpu_check.sh             on the GPU machine (device tool: carry [".whl"], timeout_s 600);
-#                                  about 8 minutes: ~30 s of installs, then a 450 s deadline
+#                                  about 8 minutes: ~30 s of installs, then a 480 s deadline
 #   bench/gpu_check.sh --dry       the same steps on CPU at tiny sizes, nothing installed (~3-8 min)
 #
 # Installs on the GPU machine: torch 2.13.0 (pinned) when a package registry is reachable from it;
