@@ -341,6 +341,15 @@ def _nproc(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Ef
     return Effect(0.10 * abs(lr), 0.40, lr, 0.20, startup_s=startup)
 
 
+def _logging(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
+    r = _ratio(knob, value)
+    if r is None:
+        return None
+    # The log step's share of a step at the default interval, of which 1 - 1/r goes away.
+    share = 0.02 if hw.device == "cuda" else 0.005
+    return Effect(math.log(1 - share * (1 - 1 / r)), share + 0.01, 0.0, 0.01)
+
+
 @dataclass(frozen=True, slots=True)
 class Ratio:
     rule: Callable[[Knob, KnobValue, Hardware, Contract], Effect | None]
@@ -385,6 +394,14 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
         "this project's measurements: DDP bucket size has no effect beyond noise over gloo",
         "Li et al. 2020 'PyTorch Distributed' (VLDB): bucket size trades all-reduce launch overhead "
         "against overlap; the 25 MB default is near-optimal for most models"),
+    "logging": Ratio(
+        _logging,
+        "a log line every N steps is one print and one loss read: on a CPU nothing runs ahead of the "
+        "host, so a longer interval saves only the print (under 1% of a step); without this belief "
+        "the search's neutral prior (sd 1.0 in log time) tried the interval before the knobs that matter",
+        "a log line every N steps reads the loss, a host-device sync that stops the host from queuing "
+        "ahead (PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization): a few "
+        "percent of a step at most"),
     "ddp_grad_as_bucket_view": GRAD_AS_BUCKET_VIEW,
     "ddp_static_graph": STATIC_GRAPH,
     "nproc_per_node": Ratio(

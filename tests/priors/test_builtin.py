@@ -44,6 +44,15 @@ def test_threads_help_up_to_the_cores_and_oversubscription_hurts(make_context):
     assert table.get("threads=4").time_log_mean > 0.3
 
 
+def test_a_longer_logging_interval_is_believed_a_small_sure_gain(make_context, contract_with, tunable, device):
+    table = builtin_table(make_context(device, contract=contract_with([tunable("log_interval", "logging", "int", 10,
+                                                                               [10, 40, 160])])))
+    small, large = table.get("log_interval=40"), table.get("log_interval=160")
+    assert -0.03 < large.time_log_mean < small.time_log_mean < 0 and large.mem_log_mean == 0
+    # Narrow, unlike the neutral prior a knob without a belief gets: the search does not spend early trials on it.
+    assert large.time_log_sd <= 0.03 and "builtin logging" in large.source
+
+
 def test_checkpointing_trades_time_for_memory(make_context, device):
     prior = builtin_table(make_context(device)).get("checkpointing=True")
     assert math.log(1.1) < prior.time_log_mean < math.log(1.4) and prior.mem_log_mean < -0.1
