@@ -9,7 +9,8 @@ patch keeps the global batch and splits it: in a loop body that zeroes the gradi
 The loss normalisation is kept: a mean-reduced loss is weighted by each micro-batch's share of the
 batch, so the accumulated gradient is the full batch's; a loop whose loss sums (``reduction='sum'``
 in the statements it splits, or a loss function built with it or a function of the file computing
-one, called there) adds the micro-batch losses as they are. A sum-reduced loss elsewhere in the file
+one, called there) adds the micro-batch losses as they are; a loop that reads its loss after the
+step (a log line) gets the batch's, its micro-batches' losses added the same way. A sum-reduced loss elsewhere in the file
 (an evaluation's) says nothing of the training loop's. The split count is a knob the patch adds
 (``grad_accum_splits``, 2 when applied, role ``grad_accum``): a module global, or an argparse
 flag where the file parses its command line at module level. Like every patch, a trial validates
@@ -31,6 +32,7 @@ from infrarsi.priors.builtin import Belief, batch_effect
 KNOB = "grad_accum_splits"
 SPLITS = 2
 FULL = "_infrarsi_full_batch"
+BATCH_LOSS = "_infrarsi_batch_loss"
 
 
 def _call_attr(stmt: cst.CSTNode, attr: str) -> bool:
@@ -96,19 +98,25 @@ class GradientAccumulationCodemod(PatchCodemod):
         if not chunked:
             return updated_node
         backward = body[end].body[0].value
-        loss = code(backward.func.value)
-        if not self._sum_reduced(section):
-            loss = f"({loss} * (len({chunked[0]}) / len({FULL}[0])))"
+        name = code(backward.func.value)
+        loss = name if self._sum_reduced(section) else f"({name} * (len({chunked[0]}) / len({FULL}[0])))"
         new_back = body[end].with_changes(body=[cst.Expr(backward.with_changes(
             func=backward.func.with_changes(value=cst.parse_expression(loss))))])
         names_tuple = ", ".join(chunked) + ("," if len(chunked) == 1 else "")  # zip yields tuples
         full = cst.parse_statement(f"{FULL} = ({names_tuple})\n")
         inner = cst.parse_statement(f"for {names_tuple} in zip(*(t.chunk({KNOB}) for t in {FULL})):\n    pass\n")
-        inner = inner.with_changes(body=inner.body.with_changes(body=[*section[:-1], new_back]))
+        inner_body, before, after = [*section[:-1], new_back], [full], []
+        if isinstance(backward.func.value, cst.Name) and name in {n.value for s in body[end + 1:] for n in _names(s)}:
+            # The loop reads its loss after the step (a log line, a running total): it gets the whole
+            # batch's, as before the split, not the last micro-batch's.
+            before.append(cst.parse_statement(f"{BATCH_LOSS} = 0.0\n"))
+            inner_body.append(cst.parse_statement(f"{BATCH_LOSS} = {BATCH_LOSS} + {loss}.detach()\n"))
+            after.append(cst.parse_statement(f"{name} = {BATCH_LOSS}\n"))
+        inner = inner.with_changes(body=inner.body.with_changes(body=inner_body))
         self.mark(original_node.body.body[end], f"one backward over the whole batch: split it into {KNOB} "
                                                 "micro-batches that accumulate gradients")
         return updated_node.with_changes(body=updated_node.body.with_changes(
-            body=[*body[:start], full, inner, *body[end + 1:]]))
+            body=[*body[:start], *before, inner, *after, *body[end + 1:]]))
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if not self.found:

@@ -16,9 +16,14 @@ SCRIPT = Path(__file__).parents[1] / "test_data" / "patches" / "gradient_accumul
 
 
 def checksums(path: Path, *args: str) -> list[float]:
+    return printed(path, "checksum", *args)
+
+
+def printed(path: Path, what: str, *args: str) -> list[float]:
+    """The numbers the script prints after ``what`` (``loss``, ``checksum``), one per step."""
     done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return [float(x) for x in re.findall(r"checksum (\S+)", done.stdout)]
+    return [float(x) for x in re.findall(rf"{what} (\S+)", done.stdout)]
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +54,15 @@ def test_the_loss_trajectory_holds(patched):
     after = checksums(path, "--grad_accum_splits", splits)
     assert len(before) == len(after) == 6
     assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+
+
+@pytest.mark.e2e
+def test_the_loop_still_logs_the_whole_batch_s_loss(patched):
+    """The script prints ``loss.item()`` after the step: the batch's, not the last micro-batch's."""
+    path, _ = patched
+    assert "loss = _infrarsi_batch_loss" in path.read_text()
+    before, after = printed(SCRIPT, "loss"), printed(path, "loss", "--grad_accum_splits", "4")
+    assert len(before) == len(after) == 6 and max(abs(a - b) for a, b in zip(before, after)) < 1e-6
 
 
 @pytest.mark.e2e

@@ -10,9 +10,12 @@ def train(model, device, train_loader, optimizer):
         data, target = data.to(device), target.to(device)
         optimizer.zero_grad()
         _infrarsi_full_batch = (data, target)
+        _infrarsi_batch_loss = 0.0
         for data, target in zip(*(t.chunk(grad_accum_splits) for t in _infrarsi_full_batch)):
             output = model(data)
             loss = F.nll_loss(output, target)
             (loss * (len(data) / len(_infrarsi_full_batch[0]))).backward()
+            _infrarsi_batch_loss = _infrarsi_batch_loss + (loss * (len(data) / len(_infrarsi_full_batch[0]))).detach()
+        loss = _infrarsi_batch_loss
         optimizer.step()
         print(batch_idx, loss.item())

@@ -22,6 +22,6 @@ for batch_idx, (data, target) in enumerate(loader):
     loss = F.cross_entropy(output, target, reduction=args.reduction) / (16 if args.reduction == "sum" else 1)
     loss.backward()
     optimizer.step()
-    print(f"step {batch_idx} checksum {sum(p.double().sum().item() for p in model.parameters()):.12f}")
+    print(f"step {batch_idx} loss {loss.item():.9f} checksum {sum(p.double().sum().item() for p in model.parameters()):.12f}")
     if batch_idx + 1 == args.steps:
         break
