@@ -40,7 +40,7 @@ from infrarsi.patches.tf32_matmul import Tf32Matmul
 from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
 from infrarsi.priors.builtin import declared_prior
 from infrarsi.priors.types import Prior
-from infrarsi.project import editable_python
+from infrarsi.project import editable_python, editable_sources
 from infrarsi.records.files import patch_dir
 
 __all__ = [
@@ -140,10 +140,11 @@ def applicable(repo: Path, contract: Contract, device: str) -> tuple[list[str], 
     """The library patches a run on ``device`` tries (each with a site in the editable files), and
     those with a site it does not try, with why (``Patch.refusal``)."""
     found = {name for name, _site in find_sites(repo, contract)}
+    sources = editable_sources(repo, contract)
     tried, refused = [], {}
     for name, patch in REGISTRY.items():
         if name in found:
-            why = patch.refusal(device)
+            why = patch.refusal(device, sources)
             if why:
                 refused[name] = why
             else:

@@ -20,6 +20,8 @@ bfloat16 otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import libcst as cst
 
 from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, names_in, walk
@@ -141,7 +143,7 @@ class AutocastBf16(Patch):
     reach = "definition"
     codemod = AutocastCodemod
 
-    def refusal(self, device: str) -> str | None:
+    def refusal(self, device: str, sources: Mapping[str, str]) -> str | None:
         from infrarsi import hardware  # imports torch (see ``refusal`` above)
 
         if device == "cuda":

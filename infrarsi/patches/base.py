@@ -8,6 +8,7 @@ disagree about where a patch applies.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -24,6 +25,7 @@ from libcst.metadata import CodeRange, PositionProvider
 
 from infrarsi.contract import Knob, KnobValue
 from infrarsi.hunk import Hunk
+from infrarsi.patches.dropout_draws import active_dropout
 from infrarsi.priors.builtin import Belief
 
 APPLIED = "applied"
@@ -124,6 +126,12 @@ class Patch:
     """True when the patch changes float results on purpose (judged on the looser tolerance)."""
     gpu_only: ClassVar[bool] = False
     """True when it only means something on CUDA; it is skipped on CPU."""
+    redraws_dropout: ClassVar[str | None] = None
+    """``any`` or ``spatial``: the patch changes which random number a dropout draws for which
+    element (of any dropout, or of one on a convolution's activations), so where the model has
+    such a dropout active no loss check can show it trains the same model and a run does not try
+    it (patches/dropout_draws.py); ``redraw_words`` says how, for the refusal."""
+    redraw_words: ClassVar[str] = ""
     gate_knob: ClassVar[str | None] = None
     """The knob the patch adds to switch itself off, when the script has none."""
     gate_role: ClassVar[str | None] = None
@@ -147,9 +155,18 @@ class Patch:
     ``definition`` one top-level definition; ``top`` the top-level statements that are not
     definitions; ``module`` the whole file."""
 
-    def refusal(self, device: str) -> str | None:
-        """Why a run on ``device`` does not try this patch (None: it does)."""
-        return "GPU-only patch on a CPU run" if self.gpu_only and device != "cuda" else None
+    def refusal(self, device: str, sources: Mapping[str, str]) -> str | None:
+        """Why a run on ``device`` over the editable ``sources`` (path -> text) does not try this
+        patch (None: it does)."""
+        if self.gpu_only and device != "cuda":
+            return "GPU-only patch on a CPU run"
+        if self.redraws_dropout is None:
+            return None
+        drops = [d for d in active_dropout(sources) if self.redraws_dropout == "any" or d.spatial]
+        if not drops:
+            return None
+        return (f"the model draws dropout masks ({', '.join(d.where() for d in drops)}) and {self.redraw_words}, "
+                "so no loss check can show it trains the same model")
 
     def may_apply(self, source: str) -> bool:
         """The cheap test: False when the codemod cannot find a site in ``source`` or the file has

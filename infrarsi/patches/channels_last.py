@@ -72,6 +72,8 @@ class ChannelsLast(Patch):
     name = "channels_last"
     DESCRIPTION = ChannelsLastCodemod.DESCRIPTION
     numerics_by_design = True
+    redraws_dropout = "spatial"
+    redraw_words = "channels-last lays the activations out in another order, where the same draws fall on other elements"
     prior = {
         "cpu": Belief(Effect(-0.15, 0.25, 0.0, 0.05),
                       "PyTorch channels-last tutorial: oneDNN convolutions run NHWC without a reorder per layer"),

@@ -174,6 +174,8 @@ class GradientAccumulation(Patch):
     name = "gradient_accumulation"
     DESCRIPTION = GradientAccumulationCodemod.DESCRIPTION
     numerics_by_design = False
+    redraws_dropout = "any"
+    redraw_words = "split micro-batches draw them in another order"
     prior = {
         "cpu": Belief(batch_effect(0.5, "cpu"),
                       "two micro-batches per step: the micro-batch prior at half the batch "

@@ -34,7 +34,7 @@ def test_proposed_and_validated_where_bf16_is_fast_else_refused_with_the_reason(
         peak_flops("cpu", "bf16").value >= MIN_GAIN * peak_flops("cpu", "fp32").value
     tried, refused = applicable(repo, contract, "cpu")
     if not fast:
-        assert "autocast_bf16" not in tried and refused["autocast_bf16"] == REGISTRY["autocast_bf16"].refusal("cpu")
+        assert "autocast_bf16" not in tried and refused["autocast_bf16"] == REGISTRY["autocast_bf16"].refusal("cpu", {})
         return
     assert "autocast_bf16" in tried and "autocast_bf16" not in refused
     candidate = Candidate(knobs={}, patches=("autocast_bf16",))
