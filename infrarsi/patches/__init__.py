@@ -94,10 +94,12 @@ def _left_to_a_knob(name: str, contract: Contract) -> bool:
 
 def patch_knobs(repo: Path, contract: Contract) -> list[Knob]:
     """The knobs library patches would add that the search tunes (``Patch.knob_off``), as contract
-    knobs: the script as written at their default, the patch applied at any other value."""
+    knobs: the script as written at their default, the patch applied at any other value. A patch a
+    run would not try here (``Patch.refusal``) adds none: the run then lists it skipped, with why."""
     out = []
+    sources = editable_sources(repo, contract)
     for name, patch in REGISTRY.items():
-        if patch.knob_off is None or existing_knob(patch, contract) or (patch.gpu_only and contract.memory.device != "cuda"):
+        if patch.knob_off is None or existing_knob(patch, contract) or patch.refusal(contract.memory.device, sources):
             continue
         for rel in editable_python(repo, contract):
             try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from infrarsi.contract import load_contract
 from infrarsi.patches import REGISTRY, applicable
 from infrarsi.patches.dropout_draws import DropoutSite, active_dropout
+from infrarsi.patches.gradient_accumulation import KNOB
 from infrarsi.stages.init import init
 from tests.stages.conftest import git_repo
 
@@ -75,3 +76,24 @@ def test_a_run_does_not_try_them_on_a_job_with_dropout(tmp_path: Path):
     assert init(repo, budget_bytes=2**30).ok
     tried, refused = applicable(repo, load_contract(repo), "cpu")
     assert "channels_last" not in tried and "train.py:20" in refused["channels_last"]
+
+
+def test_the_split_count_is_no_knob_of_a_job_with_dropout(tmp_path: Path):
+    """Gradient accumulation is tuned through the knob init adds (its split count): a job whose
+    model has dropout gets none, and the run lists the patch skipped with the reason."""
+    script = (Path(__file__).parents[1] / "test_data" / "patches" / "gradient_accumulation" / "runnable.py").read_text()
+    script = script.replace('parser.add_argument("--reduction", default="mean")\n', "").replace(
+        'reduction=args.reduction) / (16 if args.reduction == "sum" else 1)', 'reduction="mean")')
+    jobs = {"plain": script, "dropout": script.replace("torch.nn.ReLU(), ", "torch.nn.ReLU(), torch.nn.Dropout(0.1), ")}
+    knobs = {}
+    for name, text in jobs.items():
+        repo = tmp_path / name
+        repo.mkdir()
+        (repo / "train.py").write_text(text)
+        git_repo(repo)
+        assert init(repo, budget_bytes=2**30).ok
+        contract = load_contract(repo)
+        knobs[name] = {k.name for k in contract.knobs}
+        tried, refused = applicable(repo, contract, "cpu")
+    assert KNOB in knobs["plain"] and KNOB not in knobs["dropout"]
+    assert "gradient_accumulation" not in tried and "train.py:15" in refused["gradient_accumulation"]
