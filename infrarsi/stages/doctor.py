@@ -154,6 +154,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     if peak_warning:
         report.warnings.append(peak_warning)
     report.efficiency.machine_peak = machine_peak(contract.memory.device, hardware)
+    report.findings += precision_headroom(report.efficiency)
     report.background = interference.measured_background([r.interference for r in runs], idle, waited)
     if report.background.busy:
         report.warnings.append(
@@ -538,8 +539,25 @@ def where_time_goes(report: DoctorReport) -> list[str]:
     if eff.mfu is not None and eff.peak is not None:
         if eff.mfu >= 0.5:
             out.append(f"MFU ({eff.mfu_source} FLOPs) is {eff.mfu:.1%} of the {eff.peak.dtype} peak: the matmuls "
-                       "already run near what the hardware can do; gains must come from doing less or overlapping more.")
+                       f"already run near what {eff.peak.dtype} can do here; gains must come from doing less, "
+                       "overlapping more, or a faster precision.")
         else:
             out.append(f"MFU ({eff.mfu_source} FLOPs) is {eff.mfu:.1%} of the {eff.peak.dtype} peak: most of "
                        "the hardware's compute goes unused, so there is room in launch settings and kernels.")
     return out
+
+
+FASTER_PRECISION = 1.5
+"""How much more a second the machine's fastest precision must do than the job's for doctor to say so."""
+
+
+def precision_headroom(eff: Efficiency) -> list[str]:
+    """The machine's fastest precision against the job's, when it does much more a second: an fp32
+    job at 50% of an H200's fp32 peak uses 3% of its bf16 tensor cores (docs/benchmarks.md)."""
+    fast, own = eff.machine_peak, eff.peak
+    if eff.mfu is None or fast is None or own is None or fast.dtype == own.dtype \
+            or fast.value < FASTER_PRECISION * own.value:
+        return []
+    return [f"The job's matmuls use {eff.mfu * own.value / fast.value:.1%} of the machine's "
+            f"{fast.dtype} peak ({fast.value / 1e12:.3g} TFLOP/s a device): {fast.dtype} does "
+            f"{fast.value / own.value:.1f}x the {own.dtype} work a second here, the largest headroom there is."]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,14 @@ from infrarsi.contract import (
 )
 from infrarsi.hardware import fingerprint
 from infrarsi.records import DoctorError, PeakFlops, load_doctor
-from infrarsi.stages.doctor import PHASE_TOLERANCE, summarize, with_evaluations_measured, with_measured_workload
+from infrarsi.records.doctor import Efficiency
+from infrarsi.stages.doctor import (
+    PHASE_TOLERANCE,
+    precision_headroom,
+    summarize,
+    with_evaluations_measured,
+    with_measured_workload,
+)
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
@@ -231,3 +239,15 @@ def _locked_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__"))
     return repo
+
+
+def test_a_much_faster_precision_on_the_machine_is_named_as_the_headroom():
+    """The H200 run: an fp32 job at 50% of the fp32 peak, where bf16 does 14.8x the work a second."""
+    fp32 = PeakFlops(value=67e12, source="datasheet", device="cuda", dtype="fp32", method="datasheet")
+    bf16 = PeakFlops(value=989.5e12, source="datasheet", device="cuda", dtype="bf16", method="datasheet")
+    eff = Efficiency(tokens_per_step=16384, tokens_per_s=39455.7, projected_job_s=93.3, devices=1,
+                     flops_per_token=8.5e8, achieved_flops=33.7e12, peak=fp32, mfu=0.503, machine_peak=bf16)
+    [said] = precision_headroom(eff)
+    assert "3.4% of the machine's bf16 peak" in said and "14.8x the fp32 work" in said
+    assert precision_headroom(replace(eff, machine_peak=fp32)) == []
+    assert precision_headroom(replace(eff, machine_peak=replace(bf16, value=80e12))) == []
