@@ -48,6 +48,10 @@ def _aspect(catalog: Rule, knob: RawKnob, fallback: str) -> str:
 
 def _from_flow(knob: RawKnob, reaches: list[Reach], counts_accum: bool, has_accum: bool,
                catalog: Rule) -> Role | None:
+    if knob.type not in ("int", "float"):
+        # A count divides the loss; a string or a switch that only picks a divisor (``/ (16 if
+        # reduction == "sum" else 1)``) is no accumulation count.
+        reaches = [r for r in reaches if r.kind != "accumulation"]
     if not reaches:
         return None
     workload = [r for r in reaches if r.kind.startswith("workload:")]

@@ -57,6 +57,18 @@ def test_loader_batch_with_an_accumulation_knob_is_the_micro_batch(tmp_path, nam
     assert found[name][0] == "micro_batch" and found["k"][0] == "grad_accum"
 
 
+def test_a_string_that_picks_the_loss_divisor_is_no_accumulation_count(tmp_path):
+    script = argparse_script(
+        'p.add_argument("--reduction", default="mean")\n',
+        "loader = DataLoader(ds, batch_size=16)\n"
+        "for x, y in loader:\n"
+        "    loss = crit(model(x), y, reduction=args.reduction) / (16 if args.reduction == 'sum' else 1)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n",
+    )
+    assert roles(tmp_path, {"train.py": script})["reduction"][0] != "grad_accum"
+
+
 @pytest.mark.parametrize("name", ["batch_size", "micro_batch_size", "mbs", "per_device_train_batch_size"])
 def test_a_batch_with_nothing_accumulating_is_the_workload_whatever_its_name(tmp_path, name):
     kwargs = f"kw = {{'batch_size': args.{name}}}\nloader = DataLoader(ds, **kw)\n"
