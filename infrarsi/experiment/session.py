@@ -1,4 +1,5 @@
-"""A trial session: the study, the budget, and how one trial is run, recorded and rerun when disturbed.
+"""A trial session: the study, the budget, and how each trial is recorded in the study (run and
+rerun while disturbed by ``experiment/trial_runner.py``).
 
 Built complete from doctor's report; what it learns while it runs (the baseline's steps, the
 machine's normal measured again) it keeps itself.
@@ -7,7 +8,10 @@ machine's normal measured again) it keeps itself.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import optuna
 
 from infrarsi.background import Background
 from infrarsi.contract import Contract
@@ -16,10 +20,10 @@ from infrarsi.experiment import quiet
 from infrarsi.experiment.shared_round import SharedRound
 from infrarsi.experiment.startup import declared_startup
 from infrarsi.experiment.store import TrialStore
+from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import DoctorReport
 from infrarsi.runner.interference import idle_load, job_cores, measured_background
-from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths
 
@@ -44,9 +48,14 @@ class TrialSession:
         """``doctor``: the baseline's profile the trials are held to (None: the contract's lengths,
         no checksums, an unmeasured background); ``wait_for_quiet``: seconds the session may wait
         for a busy machine in all (None: it never waits)."""
-        self.repo = repo
-        self.sandbox = sandbox
-        self.contract = contract
+        background = (doctor.background if doctor else None) or Background.unmeasured(len(job_cores()))
+        self.runner = TrialRunner(
+            repo=repo, contract=contract, stage="run", sandbox=sandbox, on_event=on_event, background=background,
+            quiet=quiet.QuietWaiter(background.limit_cores, wait_for_quiet, "run", on_event),
+            reference_checksums=doctor.checksums if doctor else {},
+            reassociation_drift=doctor.reassociation_drift if doctor else {})
+        """How each trial runs and is rerun while disturbed, judged against the machine's normal:
+        doctor's, until the run measures it again (``_renormalize``)."""
         self.store = store
         self.deadline = deadline
         self.max_trials = max_trials
@@ -56,16 +65,8 @@ class TrialSession:
         self.round = SharedRound(store)
         """This session's round of the (possibly shared) study: infrarsi/experiment/shared_round.py."""
         self.verified_here = False
-        self.reference_checksums: dict[int, list[float]] = doctor.checksums if doctor else {}
-        """The baseline's parameters after each length doctor ran: every trial of such a length
-        that compares its losses compares them too."""
-        self.reassociation_drift: dict[int, float] = doctor.reassociation_drift if doctor else {}
-        self.background = (doctor.background if doctor else None) or Background.unmeasured(len(job_cores()))
-        """The machine's normal background, doctor's measure until the run measures it again
-        (``_renormalize``): beyond it a trial is disturbed."""
-        self.doctor_background = self.background
-        self.quiet = quiet.QuietWaiter(self.background.limit_cores, wait_for_quiet, "run", on_event)
-        self.last_number = -1
+        self.doctor_background = background
+        """The normal the run began with (the summary's), however often it is measured again."""
         self.baseline = baseline
         """The candidate the machine's normal is measured again with (``_renormalize``)."""
         self.baseline_step_s: float | None = None
@@ -74,11 +75,12 @@ class TrialSession:
         self.lengths = (Lengths.recorded(contract.workload, doctor.verification_steps) if doctor
                         else Lengths.of(contract.workload))
         """Verification's two lengths: doctor's (``DoctorReport.verification_steps``)."""
-        self.slowdown = 1.0
-        """The baseline's step time under the machine's current normal over its first: a bound on
-        a slow trial (``abort_step_time``) is stretched by it, since every trial now runs slower."""
         self.renormalized: list[dict] = []
         """Each time the machine's normal was measured again (``_renormalize``)."""
+
+    @property
+    def contract(self) -> Contract:
+        return self.runner.contract
 
     def use_baseline(self, base: TrialResult) -> None:
         """The baseline's measurement: the reference of the abort bound and of every trial's timeout."""
@@ -102,28 +104,32 @@ class TrialSession:
 
     def wait_for_quiet(self, why: str) -> None:
         """Wait for the machine to be quiet, within what is left of ``--wait-for-quiet`` (experiment/quiet.py)."""
-        self.quiet.wait(why)
+        self.runner.quiet.wait(why)
 
     def execute(self, candidate: Candidate, kind: str, *, abort_step_time: float | None = None,
                 reason: str = "", exclusive: tuple[str, ...] = (), steps: int | None = None) -> TrialResult | None:
         """Run one trial and record it. With ``exclusive`` kinds, a candidate another worker began
         first (as one of those kinds) is given up before it runs: None is returned. A disturbed
-        trial is recorded and rerun (after waiting for quiet when asked; experiment/quiet.py)."""
+        trial is recorded and rerun (after waiting for quiet when asked; experiment/trial_runner.py)."""
+        first = self.store.begin(candidate, kind)
+        if exclusive:
+            earlier = self.store.earlier_duplicate(first, exclusive)
+            if earlier is not None:
+                self.store.give_up(first, earlier.number)
+                return None
 
-        def again(rerun: quiet.Rerun) -> TrialResult | None:
-            disturbed = self.last_number
-            self.wait_for_quiet(f"trial {disturbed} was disturbed")
-            if rerun.last:
-                self._renormalize(disturbed)
-            return self._execute_once(rerun.disturbed.candidate, kind, abort_step_time=abort_step_time,
-                                      reason=reason, rerun_of=disturbed, steps=steps)
+        def record(candidate: Candidate, disturbed: Attempt | None, measure: Callable[[], TrialResult]) -> Attempt:
+            trial = first if disturbed is None else self.store.begin(candidate, kind)
+            return self._recorded(trial, kind, reason, disturbed, measure)
 
-        result = quiet.until_undisturbed(
-            self._execute_once(candidate, kind, abort_step_time=abort_step_time, reason=reason,
-                               exclusive=exclusive, steps=steps), again)
-        if result is not None and kind in BUDGETED:
+        def before_last(stayed: Attempt) -> None:
+            self._renormalize(stayed.number)
+
+        ran = self.runner.run(self._args(self.store.candidate_of(first), abort_step_time, steps),
+                              record=record, before_last=before_last)
+        if kind in BUDGETED:
             self.started += 1
-        return result
+        return ran.result
 
     def once(self, candidate: Candidate, kind: str, *, reason: str) -> TrialResult:
         """A trial the round needs once whoever runs it (the baseline, a patch's validation)."""
@@ -138,66 +144,58 @@ class TrialSession:
         nothing. Nothing changes when the machine is quiet again."""
         cores = job_cores()
         idle = idle_load(cores=cores)
-        if idle <= self.background.limit_cores or self.baseline is None:
+        if idle <= self.runner.quiet.limit_cores or self.baseline is None:  # the normal's limit (``judge_by``)
             return
         self.on_event(Event("run", "log", f"trial {disturbed} stayed disturbed: other processes use {idle:.2f} of the "
                                           f"job's {len(cores)} cores; measuring the machine's new normal with a baseline trial"))
-        base = self._execute_once(self.baseline, quiet.NORMAL, abort_step_time=None,
-                                  reason=f"the machine's normal measured again (trial {disturbed} stayed disturbed)")
-        if base is None or base.status not in (TrialStatus.OK, TrialStatus.DISTURBED) or not base.step_time:
+        trial = self.store.begin(self.baseline, quiet.NORMAL)
+        args = self._args(self.store.candidate_of(trial))
+        reason = f"the machine's normal measured again (trial {disturbed} stayed disturbed)"
+        measured = self._recorded(trial, quiet.NORMAL, reason, None, lambda: self.runner.once(args))
+        base = measured.result
+        if base.status not in (TrialStatus.OK, TrialStatus.DISTURBED) or not base.step_time:
             return
-        self.background = measured_background([base.interference], idle)
+        background = measured_background([base.interference], idle)
+        self.runner.judge_by(background)
         if self.baseline_step_s:
-            self.slowdown = max(1.0, base.step_time / self.baseline_step_s)
-        self.quiet.limit_cores = self.background.limit_cores
-        stopped = self.slowdown > quiet.MAX_SLOWDOWN
-        self.renormalized.append({"after_trial": disturbed, "trial": self.last_number, "stopped": stopped,
-                                  "background": self.background.to_dict(), "slowdown": round(self.slowdown, 3)})
+            self.runner.slowdown = max(1.0, base.step_time / self.baseline_step_s)
+        slowdown = self.runner.slowdown
+        stopped = slowdown > quiet.MAX_SLOWDOWN
+        self.renormalized.append({"after_trial": disturbed, "trial": measured.number, "stopped": stopped,
+                                  "background": background.to_dict(), "slowdown": round(slowdown, 3)})
         if stopped:
             raise MachineChanged(
                 f"the machine stayed busy from trial {disturbed} on: other processes use "
-                f"{self.background.normal_cores:.2f} of the job's {len(cores)} cores and the baseline runs "
-                f"{self.slowdown:.1f}x slower than at the start (trial {self.last_number}; at most "
+                f"{background.normal_cores:.2f} of the job's {len(cores)} cores and the baseline runs "
+                f"{slowdown:.1f}x slower than at the start (trial {measured.number}; at most "
                 f"{quiet.MAX_SLOWDOWN}x is measured on)")
-        self.on_event(Event("run", "log", f"the machine's normal is now {self.background.normal_cores:.2f} cores of "
-                                          f"other processes (a trial above {self.background.limit_cores:.2f} is disturbed)"))
+        self.on_event(Event("run", "log", f"the machine's normal is now {background.normal_cores:.2f} cores of "
+                                          f"other processes (a trial above {background.limit_cores:.2f} is disturbed)"))
 
-    def _execute_once(self, candidate: Candidate, kind: str, *, abort_step_time: float | None,
-                      reason: str, exclusive: tuple[str, ...] = (), steps: int | None = None,
-                      rerun_of: int | None = None) -> TrialResult | None:
-        """One trial, recorded; ``rerun_of``: the number of the disturbed trial it reruns."""
-        trial = self.store.begin(candidate, kind)
-        if exclusive:
-            earlier = self.store.earlier_duplicate(trial, exclusive)
-            if earlier is not None:
-                self.store.give_up(trial, earlier.number)
-                return None
-        candidate = self.store.candidate_of(trial)
-        if rerun_of is None:
-            trial.set_user_attr("reason", reason)
-        else:
-            trial.set_user_attr("reason", quiet.rerun_reason(rerun_of, reason))
-            trial.set_user_attr(RERUN_OF_ATTR, rerun_of)
-        spec = TrialSpec(
-            repo=self.repo,
-            contract=self.contract,
+    def _args(self, candidate: Candidate, abort_step_time: float | None = None, steps: int | None = None) -> TrialArgs:
+        """A trial of ``candidate`` as the study stored it, held to the baseline's measurement."""
+        return TrialArgs(
             candidate=candidate,
             steps=steps,
-            abort_step_time=abort_step_time * self.slowdown if abort_step_time else None,
-            baseline_steps=self.baseline_steps,
+            abort_step_time=abort_step_time,
+            baseline_steps=tuple(self.baseline_steps),
             one_off_warmup=declared_startup(self.contract, candidate) is None,
-            timeout_s=self.timeout_s * self.slowdown if self.timeout_s else None,
+            timeout_s=self.timeout_s,
             numerics_by_design=numerics_by_design(candidate),
-            sandbox=self.sandbox,
-            reference_checksums=self.reference_checksums,
-            reassociation_drift=self.reassociation_drift,
-            background=self.background,
         )
-        self.last_number = trial.number
+
+    def _recorded(self, trial: optuna.Trial, kind: str, reason: str, disturbed: Attempt | None,
+                  measure: Callable[[], TrialResult]) -> Attempt:
+        """``trial`` run by ``measure`` and recorded; ``disturbed``: the attempt it reruns."""
+        if disturbed is None:
+            trial.set_user_attr("reason", reason)
+        else:
+            trial.set_user_attr("reason", quiet.rerun_reason(disturbed.number, reason))
+            trial.set_user_attr(RERUN_OF_ATTR, disturbed.number)
         began = time.monotonic()
         try:
             with self.store.heartbeat(trial):
-                result = run_trial(spec)
+                result = measure()
         except KeyboardInterrupt:
             self.store.interrupted(trial, time.monotonic() - began)
             raise
@@ -206,5 +204,7 @@ class TrialSession:
         self.on_event(Event(stage="run", kind="report", message=f"trial {trial.number} ({kind}): {result.status.value}, {step}",
                             done=self.started, total=self.max_trials,
                             data={"number": trial.number, "kind": kind, "status": result.status.value,
-                                  "candidate": candidate.to_dict(), "step_s": result.step_time, "wall_s": result.wall_s}))
-        return result
+                                  "candidate": self.store.candidate_of(trial).to_dict(), "step_s": result.step_time,
+                                  "wall_s": result.wall_s}))
+        rerun_of = disturbed.number if disturbed is not None else None
+        return Attempt(trial.number, result, rerun_of, name=f"trial {trial.number}")

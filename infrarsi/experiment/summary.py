@@ -25,7 +25,7 @@ def summarize(session: TrialSession, context: Strategy, result: RunResult, skipp
     result.prior_checks = context.prior_checks(history)
     result.bank_priors = context.bank_outcomes(history)
     result.memory_prices = context.memory_prices(history)
-    result.disturbance = quiet.summary(result.trials, result.spent_s, session.quiet.waited_s,
+    result.disturbance = quiet.summary(result.trials, result.spent_s, session.runner.quiet.waited_s,
                                        session.doctor_background.to_dict(), session.renormalized)
 
 
