@@ -8,7 +8,7 @@ in CI: the CLI exits non-zero when the recorded speedup no longer holds.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import cast
@@ -20,13 +20,13 @@ from infrarsi.background import Background
 from infrarsi.contract import require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
+from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner
 from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, speedup_interval
 from infrarsi.records import DoctorError, load_doctor
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.records.files import verify_logs_dir
 from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
-from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths, Pair, Rounds, WholeProcess, run_pairs, whole_process
 
@@ -106,20 +106,17 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
     on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
                    done=0, total=4 * rounds.most))
     with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
-        trees = {"base": base_tree, "rev": rev_tree}
+        # verify has no --wait-for-quiet: a disturbed run is rerun at once.
+        never = quiet.QuietWaiter(background.limit_cores, None, "verify", on_event)
+        runners = {arm: TrialRunner(repo=tree, contract=contract, stage="verify", quiet=never, background=background,
+                                    sandbox=sandbox, on_event=on_event)
+                   for arm, tree in (("base", base_tree), ("rev", rev_tree))}
 
         def run_one(arm: str, r: int, steps: int) -> TrialResult:
-            # An empty candidate runs each tree with its own defaults: what the commit changed.
-            spec = TrialSpec(repo=trees[arm], contract=contract, candidate=Candidate(), steps=steps,
-                             log_dir=log_root / f"{arm}-{r}-{steps}", sandbox=sandbox, background=background)
-
-            def again(rerun: quiet.Rerun) -> TrialResult:
-                on_event(Event(stage="verify", kind="log",
-                               message=f"{arm} round {r + 1} disturbed, rerun: {rerun.disturbed.detail}"))
-                return run_trial(replace(spec, log_dir=log_root / f"{arm}-{r}-{steps}-rerun{rerun.attempt}"))
-
-            # A disturbed round is repeated, not widening the interval.
-            out = quiet.until_undisturbed(run_trial(spec), again)
+            # An empty candidate runs each tree with its own defaults: what the commit changed. A
+            # disturbed round is repeated, not widening the interval.
+            out = runners[arm].run(TrialArgs(candidate=Candidate(), name=f"{arm} round {r + 1}", steps=steps,
+                                             log_dir=log_root / f"{arm}-{r}-{steps}")).result
             runs[arm].append(out)
             on_event(Event(stage="verify", kind="report", message=f"{arm} round {r + 1}, {steps} steps: {out.status.value}",
                            done=len(runs["base"]) + len(runs["rev"]), total=4 * rounds.most))
