@@ -31,7 +31,8 @@ TIME_MOVES = 0.05
 """The least step-time change that is evidence of a speed role, whatever doctor's floor."""
 
 RunProbe = Callable[[Claim, dict[str, KnobValue]], TrialResult]
-"""Runs the baseline with these knob values changed (doctor's trial)."""
+"""Runs the baseline with these knob values changed (doctor's trial, judged against the normal the
+baseline runs measured and rerun while disturbed: experiment/trial_runner.py)."""
 
 
 def _moved(a: float | None, b: float | None, share: float) -> bool:

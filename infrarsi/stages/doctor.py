@@ -5,6 +5,9 @@ numbers every later stage relies on: the noise floor (the smallest speedup worth
 phase split of a step, peak memory against the budget, the machine's peak FLOP/s and the
 baseline's MFU, and the loss trajectory with the tolerance the loss invariant uses. The reference
 losses and tolerances go back into the contract; everything goes to ``.infrarsi/doctor.json``.
+The baseline runs measure the machine's normal background; every run after them (the checksums'
+lengths, the reassociation run, the claims' trials) is judged against it and rerun while other
+processes disturbed it (``experiment/trial_runner.py``).
 
 How the loss tolerance is chosen is documented in :mod:`infrarsi.noise`. The reassociation run it
 uses is the baseline with another micro-batch split of the same global batch: the same
@@ -31,6 +34,7 @@ from infrarsi.contract import Contract, ContractError, KnobValue, require_intact
 from infrarsi.datasheet import normalize_dtype
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
+from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner
 from infrarsi.flops import flops_per_token_from_facts
 from infrarsi.hardware import fingerprint, machine_peak, peak_flops
 from infrarsi.knobs.llm_roles import Claim, load_claims, save_claims
@@ -49,9 +53,8 @@ from infrarsi.records.files import doctor_logs_dir
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.runner import abort, accounting, interference
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
-from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.claims import check_claims, unlocked
-from infrarsi.trials import Candidate, TrialResult
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths
 
 PHASE_TOLERANCE = 0.10
@@ -104,13 +107,16 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
     on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
     log_root = doctor_logs_dir(repo)
-    idle, waited = _machine_background(on_event, wait_for_quiet)
+    # The baseline runs measure the machine's normal: nothing they see is judged disturbed.
+    runner = TrialRunner(repo=repo, contract=contract, stage="doctor", sandbox=sandbox, on_event=on_event,
+                         show_trials=True, quiet=quiet.QuietWaiter(busy_limit(len(interference.job_cores())),
+                                                                   wait_for_quiet or None, "doctor", on_event))
+    idle, waited = _machine_background(runner.quiet, on_event)
 
     runs: list[TrialResult] = []
     for i in range(repeats):
         on_event(Event("doctor", "report", f"baseline run {i + 1} of {repeats}", i, total))
-        result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(), check_loss=False,
-                                     log_dir=log_root / f"baseline-{i + 1}", on_event=on_event, sandbox=sandbox))
+        result = runner.once(TrialArgs(candidate=Candidate(), check_loss=False, log_dir=log_root / f"baseline-{i + 1}"))
         if not result.ok or len(result.step_times) < 2:
             raise DoctorError(
                 f"baseline run {i + 1} ended {result.status.value}"
@@ -120,11 +126,14 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
         on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {result.step_time * 1000:.1f} ms, "
                                         f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
         runs.append(result)
+    background = interference.measured_background([r.interference for r in runs], idle, waited)
     contract = with_measured_workload(contract, runs)
     contract = with_measured_length(contract, runs, on_event)
     contract = with_evaluations_measured(contract, runs, on_event)
-    lengths, checksums, length_warning = _checksums(repo, contract, _verification_lengths(contract, runs), runs[0],
-                                                    log_root, on_event, sandbox)
+    # Every later run is judged against the normal the baseline runs measured, and rerun when disturbed.
+    runner = replace(runner, contract=contract)
+    runner.judge_by(background)
+    lengths, checksums, length_warning = _checksums(runner, _verification_lengths(contract, runs), runs[0], log_root)
 
     reorder_knobs = _reorder_knobs(contract)
     reorder_result = None
@@ -133,11 +142,9 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
         # Run to verification's long length: its first steps' losses set the loss tolerance, and
         # its parameters there how far a reorder-only run drifts over the longest run judged.
         on_event(Event("doctor", "report", f"reassociation run with {reorder_knobs}", repeats, total))
-        reorder_result = run_trial(TrialSpec(
-            repo=repo, contract=contract, candidate=Candidate(knobs=reorder_knobs), check_loss=False,
-            steps=reorder_steps,
-            log_dir=log_root / "reassociation", on_event=on_event, sandbox=sandbox,
-        ))
+        reorder_result = runner.run(TrialArgs(
+            candidate=Candidate(knobs=reorder_knobs), name="the reassociation run", check_loss=False,
+            steps=reorder_steps, log_dir=log_root / "reassociation")).result
 
     on_event(Event("doctor", "report", "measuring the machine's peak FLOP/s", total - 1, total))
     hardware = fingerprint()
@@ -155,7 +162,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
         report.warnings.append(peak_warning)
     report.efficiency.machine_peak = machine_peak(contract.memory.device, hardware)
     report.findings += precision_headroom(report.efficiency)
-    report.background = interference.measured_background([r.interference for r in runs], idle, waited)
+    report.background = background
     if report.background.busy:
         report.warnings.append(
             f"the machine was too busy to measure on: other processes used {idle:.2f} of the job's "
@@ -164,7 +171,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
             "include them (`--wait-for-quiet` waits for quiet first)")
     updated = contract.with_reference(report.losses.reference, report.losses.tolerance,
                                       report.losses.numerics_tolerance)
-    updated = _judge_claims(repo, updated, runs, report, log_root, on_event, sandbox)
+    updated = _judge_claims(replace(runner, contract=updated), runs, report, log_root)
     save_contract(updated, repo)
     report.contract_hash = updated.digest()
     report.wall_s = time.perf_counter() - started
@@ -184,23 +191,23 @@ def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Length
                       process_s=statistics.median(times) if times else 0.0)
 
 
-def _checksums(repo: Path, contract: Contract, lengths: Lengths, first: TrialResult, log_root: Path,
-               on_event: EventSink, sandbox: bool) -> tuple[Lengths, dict[int, list[float]], str]:
+def _checksums(runner: TrialRunner, lengths: Lengths, first: TrialResult,
+               log_root: Path) -> tuple[Lengths, dict[int, list[float]], str]:
     """The baseline's parameters after every length a trial may run: the contract's (the first
     run's), and verification's two, run here once each. A job that cannot run the longer length
     doctor chose (its loop ends sooner than the planned steps say) is verified at the contract's,
     with a warning; any other failed run raises DoctorError."""
-    total = contract.workload.total_steps
+    total = runner.contract.workload.total_steps
     checksums, warning = {total: first.param_checksum}, ""
     for steps in sorted({lengths.short, lengths.long} - set(checksums)):
-        on_event(Event("doctor", "log", f"the baseline for {steps} steps (verification's reference)"))
-        result = run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(), check_loss=False, steps=steps,
-                                     log_dir=log_root / f"baseline-{steps}-steps", on_event=on_event, sandbox=sandbox))
-        if not result.ok and steps == lengths.long > total > lengths.short:
+        runner.on_event(Event("doctor", "log", f"the baseline for {steps} steps (verification's reference)"))
+        result = runner.run(TrialArgs(candidate=Candidate(), name=f"the baseline for {steps} steps", check_loss=False,
+                                      steps=steps, log_dir=log_root / f"baseline-{steps}-steps")).result
+        if not _ran(result) and steps == lengths.long > total > lengths.short:
             warning = (f"the baseline did not run the {steps} steps chosen for verification ({result.status.value}: "
                        f"{result.detail[-200:]}); verification runs the contract's {total}, and its intervals are wider")
             lengths = Lengths(short=lengths.short, long=total, planned=lengths.planned)
-        elif not result.ok:
+        elif not _ran(result):
             raise DoctorError(f"the baseline run of {steps} steps ended {result.status.value}: {result.detail}\n"
                               f"log: {result.log_path}")
         else:
@@ -208,17 +215,24 @@ def _checksums(repo: Path, contract: Contract, lengths: Lengths, first: TrialRes
     return lengths, {steps: c for steps, c in checksums.items() if c is not None}, warning
 
 
+def _ran(result: TrialResult) -> bool:
+    """Whether a run after the baseline's gave its losses and parameters: ok, or still disturbed
+    after its reruns. Doctor bounds none of them in time, so a disturbed one only ran slower, and
+    how fast it ran is not what it is for."""
+    return result.ok or result.status is TrialStatus.DISTURBED
+
+
 def _drift(reorder: TrialResult | None, baseline: list[float] | None, steps: int) -> dict[int, float]:
     """How far the reassociation run's parameters ended from the baseline's of the same length."""
-    if reorder is None or not reorder.ok or not reorder.param_checksum or not baseline:
+    if reorder is None or not _ran(reorder) or not reorder.param_checksum or not baseline:
         return {}
     return {steps: accounting.checksum_drift(reorder.param_checksum, baseline)}
 
 
-def _judge_claims(repo: Path, contract: Contract, runs: list[TrialResult], report: DoctorReport, log_root: Path,
-                  on_event: EventSink, sandbox: bool) -> Contract:
+def _judge_claims(runner: TrialRunner, runs: list[TrialResult], report: DoctorReport, log_root: Path) -> Contract:
     """The model's role claims init kept, each judged by a trial (stages/claims.py); the contract
     with the confirmed ones unlocked."""
+    repo, contract, on_event = runner.repo, runner.contract, runner.on_event
     kept, problem = load_claims(repo)
     if problem:
         report.warnings.append(problem)
@@ -230,9 +244,8 @@ def _judge_claims(repo: Path, contract: Contract, runs: list[TrialResult], repor
     def run_probe(claim: Claim, values: dict) -> TrialResult:
         on_event(Event("doctor", "log", f"testing the model's claim that {claim.name} is {claim.role}: "
                                         + ", ".join(f"{k}={v}" for k, v in values.items())))
-        return run_trial(TrialSpec(repo=repo, contract=contract, candidate=Candidate(knobs=values), check_loss=False,
-                                   log_dir=log_root / f"claim-{claim.name}", on_event=on_event, sandbox=sandbox,
-                                   background=report.background))
+        return runner.run(TrialArgs(candidate=Candidate(knobs=values), name=f"the trial of the claim on {claim.name}",
+                                    check_loss=False, log_dir=log_root / f"claim-{claim.name}")).result
 
     judged = check_claims(contract, kept, baseline, report.losses.tolerance, report.noise.min_speedup - 1, run_probe)
     save_claims(repo, judged)
@@ -242,17 +255,16 @@ def _judge_claims(repo: Path, contract: Contract, runs: list[TrialResult], repor
     return unlocked(contract, judged)
 
 
-def _machine_background(on_event: EventSink, wait_s: float | None) -> tuple[float, float]:
+def _machine_background(waiter: quiet.QuietWaiter, on_event: EventSink) -> tuple[float, float]:
     """Other processes' use of the job's cores before any baseline run, after waiting for quiet
-    when asked; (cores used, seconds waited)."""
+    (below ``waiter``'s limit, ``busy_limit``) when asked; (cores used, seconds waited)."""
     cores = interference.job_cores()
     idle = interference.idle_load(cores=cores)
-    limit = busy_limit(len(cores))
-    if idle <= limit:
+    if idle <= waiter.limit_cores:
         return idle, 0.0
     on_event(Event("doctor", "log", f"the machine is busy: other processes use {idle:.2f} of the job's "
-                                    f"{len(cores)} cores (quiet is at most {limit:.2f})"))
-    done = quiet.QuietWaiter(limit, wait_s or None, "doctor", on_event).wait("before the baseline")
+                                    f"{len(cores)} cores (quiet is at most {waiter.limit_cores:.2f})"))
+    done = waiter.wait("before the baseline")
     return (done.load_cores, done.waited_s) if done is not None else (idle, 0.0)
 
 
@@ -394,16 +406,16 @@ def summarize(
     warnings: list[str] = []
     step_noise = noise.step_noise([r.step_times for r in runs])
 
-    reorder_losses = [reorder.losses] if reorder is not None and reorder.ok else []
+    reorder_losses = [reorder.losses] if reorder is not None and _ran(reorder) else []
     losses = noise.loss_tolerance([r.losses for r in runs], contract.loss.compare_steps, reorder_losses)
     reorder_run = None
     if reorder_knobs and reorder is not None:
         k = min(contract.loss.compare_steps, len(reorder.losses))
         dev = max((abs(a - b) for a, b in zip(reorder.losses[:k], losses.reference)), default=None) \
-            if reorder.ok else None
+            if _ran(reorder) else None
         reorder_run = ReorderRun(knobs=reorder_knobs, status=reorder.status.value, max_deviation=dev,
                                  detail=reorder.detail)
-        if not reorder.ok:
+        if not _ran(reorder):
             warnings.append(f"the reassociation run {reorder_knobs} ended {reorder.status.value}; "
                             "the loss tolerance rests on same-seed repeats and the floor")
     elif not reorder_knobs:
