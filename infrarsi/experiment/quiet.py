@@ -1,6 +1,6 @@
 """What a stage does about a busy machine: wait for quiet, rerun disturbed trials, and say so (the
-sentences are ``report/disturbance.py``'s). The run's trials (``experiment/session.py``) and
-verify's reruns (``stages/verify.py``) share the rerun loop, ``until_undisturbed``.
+sentences are ``report/disturbance.py``'s). Every stage's trials are rerun by the one trial runner
+(``experiment/trial_runner.py``) with the rule here, ``until_undisturbed``.
 
 A trial ends ``disturbed`` when other processes took the job's cores beyond doctor's normal
 background (infrarsi/runner/interference.py). Its cost is counted like any failed trial's, it is
