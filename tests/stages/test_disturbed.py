@@ -7,12 +7,14 @@ disturbed. That trial must be recorded ``disturbed`` (its cost counted), rerun w
 then ``ok``, never told to Optuna or the time model as slow, and the experience bank must hold
 nothing of it. Two more runs keep the hog to the end: the run measures the machine's normal again
 and, told that no slowdown is measured on, stops without promoting; told to measure on, it judges the
-rest against the new normal.
+rest against the new normal. And doctor: a hog that starts once its baseline runs have measured the
+normal disturbs the next run, which doctor reruns.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,13 +25,16 @@ from infrarsi.contract import load_contract
 from infrarsi.events import Event
 from infrarsi.experiment import quiet
 from infrarsi.experiment.store import TrialStore, default_storage_url
+from infrarsi.records.files import doctor_logs_dir
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.runner.interference import job_cores
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import time_data
+from infrarsi.stages.doctor import doctor
+from infrarsi.stages.init import init
 from infrarsi.stages.run import run
 from infrarsi.trials import TrialStatus
-from tests.stages.conftest import measured_copy
+from tests.stages.conftest import BUDGET_BYTES, git_repo, measured_copy
 from tests.support.hog import CpuHogs
 
 pytestmark = pytest.mark.e2e
@@ -195,3 +200,38 @@ def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(toler
     [last] = [r for r in result.trials if r.rerun_of == rerun.number]
     assert last.number > remeasured.number and last.status == "ok" and last.candidate == first.candidate, rows
     assert result.disturbance["unresolved"] == [] and any("measured again" in line for line in disturbance_words(result.disturbance))
+
+
+def test_doctor_reruns_a_run_after_the_baseline_runs_that_others_disturbed(tmp_path, monkeypatch):
+    repo = tmp_path / "spinning"
+    shutil.copytree(SPINNING, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    git_repo(repo)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert init(repo, budget_bytes=BUDGET_BYTES).ok
+    hogs = CpuHogs(job_cores(), per_core=2)
+    events: list[Event] = []
+
+    def control(event: Event) -> None:
+        events.append(event)
+        if event.stage != "doctor":
+            return
+        if " disturbed, rerun: " in event.message:
+            hogs.stop()
+        elif event.message.endswith("(verification's reference)") and not hogs.running and not reruns(events):
+            hogs.start()  # the baseline runs measured the normal without it: the run that follows is judged
+
+    with hogs:
+        done = doctor(repo, repeats=2, on_event=control)
+    assert done.ok and done.report is not None, done.message
+    said = reruns(events)
+    assert said and "measured steps disturbed" in said[0], [e.message for e in events if e.stage == "doctor"]
+    assert any(p.name.endswith("-rerun1") for p in doctor_logs_dir(repo).iterdir())
+    # The rerun stands for the disturbed run: the report is what a quiet machine would have given.
+    report = done.report
+    assert set(report.verification_steps) <= set(report.checksums)
+    assert report.reassociation_drift
+
+
+def reruns(events: list[Event]) -> list[str]:
+    """What doctor said of each rerun of a disturbed run."""
+    return [e.message for e in events if e.stage == "doctor" and " disturbed, rerun: " in e.message]
