@@ -96,6 +96,7 @@ class TrialRunner:
     reference_checksums: dict[int, list[float]] = field(default_factory=dict)
     """Doctor's ``checksums``: the run's trials are held to them (``TrialSpec.reference_checksums``)."""
     reassociation_drift: dict[int, float] = field(default_factory=dict)
+    """Doctor's ``reassociation_drift``: how far from those checksums a trial may end."""
     slowdown: float = 1.0
     """How much slower the baseline runs under the machine's current normal than it did first (the
     run measures the normal again: ``TrialSession._renormalize``): every trial's ``abort_step_time``
@@ -125,7 +126,7 @@ class TrialRunner:
             self.quiet.wait(f"{disturbed.name} was disturbed")
             if rerun.last and before_last is not None:
                 before_last(disturbed)
-            # Built after the wait: the normal and the slowdown may have been measured again.
+            # Built now: ``before_last`` may have measured the normal and the slowdown again.
             spec = self._spec(args, rerun.attempt)
             attempts.append(keep(spec.candidate, disturbed, lambda: run_trial(spec)))
             return attempts[-1].result
