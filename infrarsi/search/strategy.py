@@ -25,7 +25,7 @@ from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
 from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
-from infrarsi.search.sampler import Proposal, Sampler, rank_by_measurement
+from infrarsi.search.sampler import Proposal, Sampler, Unprepared
 from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import ahead_of_baseline
@@ -84,8 +84,8 @@ class Strategy:
     (``OptunaSampler``): the run stage runs each one; the benchmark's replay rejects them as
     Optuna's users do."""
     space: SearchSpace | None = None
-    sampler: Sampler | None = None
-    """The strategy's sampler (``MAKE_SAMPLER``), from ``prepare`` on."""
+    sampler: Sampler = field(default_factory=Unprepared)
+    """The strategy's sampler (``MAKE_SAMPLER``) from ``prepare`` on; before, one that proposes nothing."""
 
     def baseline(self) -> Candidate:
         return Candidate(knobs={k.name: k.default for k in self.contract.tunable})
@@ -113,7 +113,7 @@ class Strategy:
     @property
     def repeats(self) -> bool:
         """Whether the sampler may propose a measured candidate again, and means it (Optuna's)."""
-        return self.sampler is not None and self.sampler.repeats
+        return self.sampler.repeats
 
     @property
     def stop_reason(self) -> str:
@@ -138,12 +138,9 @@ class Strategy:
         return distinct(chosen + extra)
 
     def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
-        """What to re-verify: the sampler's ranking (InfraRSI's by its model; the others' by their
-        best measured runs); before ``prepare`` (no sampler yet), by the measurements."""
-        planned = self.contract.workload.planned_steps
-        if self.sampler is None:
-            return rank_by_measurement(history, k, planned)
-        return self.sampler.ranked(history, k, planned)
+        """What to re-verify: the sampler's ranking (InfraRSI's by its model; the others', and any
+        before ``prepare``, by their best measured runs)."""
+        return self.sampler.ranked(history, k, self.contract.workload.planned_steps)
 
     def prior_checks(self, history: list[TrialResult]) -> list[PriorCheckRow]:
         if self.space is None:
