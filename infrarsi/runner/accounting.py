@@ -75,28 +75,29 @@ PARAMS_FILE_LIMIT = 64 << 30
 """A parameters file larger than this is not read (the job's workspace is the job's to fill)."""
 
 
-def params_checksum(path: Path) -> list[float] | None:
-    """``[sum, sum of squares]`` in float64 over the tensors the launcher saved at the end of a run,
-    computed in this process; None when there is no such file or it is not a list of tensors. The
-    file lies in the job's workspace: it is read only when it is a regular file, without running
-    any code in it (``weights_only``)."""
+def params_checksum(paths: list[Path]) -> list[float] | None:
+    """``[sum, sum of squares]`` in float64 over the tensors the launcher saved at the end of a run
+    (rank 0's file, then the shards other ranks wrote), computed in this process; None when a file
+    is missing or is not a list of tensors. The files lie in the job's workspace: each is read only
+    when it is a regular file, without running any code in it (``weights_only``)."""
     import torch
 
-    try:
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > PARAMS_FILE_LIMIT:
-            return None
-        tensors = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # a missing, truncated or forged file: no checksum, and the caller says so
-        return None
-    if not isinstance(tensors, list) or not all(isinstance(t, torch.Tensor) for t in tensors):
-        return None
     total = squares = 0.0
-    with torch.no_grad():
-        for t in tensors:
-            x = t.to(torch.float64)
-            total += float(x.sum())
-            squares += float((x * x).sum())
+    for path in paths:
+        try:
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > PARAMS_FILE_LIMIT:
+                return None
+            tensors = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # a missing, truncated or forged file: no checksum, and the caller says so
+            return None
+        if not isinstance(tensors, list) or not all(isinstance(t, torch.Tensor) for t in tensors):
+            return None
+        with torch.no_grad():
+            for t in tensors:
+                x = t.to(torch.float64)
+                total += float(x.sum())
+                squares += float((x * x).sum())
     return [total, squares]
 
 

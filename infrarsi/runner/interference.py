@@ -298,8 +298,8 @@ class InterferenceMonitor:
         """Whether a sample at or after ``until`` exists (a window ending there can be read)."""
         return bool(self.samples) and self.samples[-1].at >= until
 
-    def window(self, start: float, end: float) -> Window | None:
-        return window(self.samples, start, end, len(self.cores))
+    def window(self, start: float, end: float, *, job_ended: float | None = None) -> Window | None:
+        return window(self.samples, start, end, len(self.cores), job_ended=job_ended)
 
 
 def _at(samples: list[Sample], n: int, t: float, name: str) -> float:
@@ -324,10 +324,19 @@ def _mean(windows: list[Window], name: str) -> float | None:
     return sum(getattr(w, name) * w.seconds for w in windows) / total if total else None
 
 
-def window(samples: list[Sample], start: float, end: float, cores: int) -> Window | None:
-    """Interference over ``[start, end]`` from cumulative samples (None: no samples or no span)."""
+def window(samples: list[Sample], start: float, end: float, cores: int, *,
+           job_ended: float | None = None) -> Window | None:
+    """Interference over ``[start, end]`` from cumulative samples (None: no samples or no span, or
+    the sample that closes it was read after ``job_ended``, when the job was stopped or exited).
+    Past that moment the job's exit runs (its memory freed, its namespaces torn down by the kernel,
+    all counted as other processes' CPU), and interpolating over it would spread that work over the
+    steps before it: the last steps of a job whose steps are shorter than a sample (10 ms steps,
+    50 ms samples) all read as disturbed."""
     n = len(samples)  # the sampler thread only appends: the first n stay as they are, uncopied
     if n < 2 or end <= start:
+        return None
+    closing = bisect.bisect_left(samples, end, hi=n, key=_stamp)
+    if job_ended is not None and closing < n and samples[closing].at > job_ended:
         return None
     seconds = end - start
 

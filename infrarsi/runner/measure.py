@@ -68,9 +68,10 @@ class RunReport:
     steps_per_epoch: int | None = None
     """Optimizer steps in one pass over the training loader (its length over the batches a step
     draws), from rank 0's records; None when the job draws no batches from a sized DataLoader."""
-    params_pid: int | None = None
-    """The pid (as the job saw it) of rank 0's process when it wrote its exit record: its
-    parameters are in ``params-<pid>.pt`` beside the channel."""
+    params_pids: list[int] = field(default_factory=list)
+    """The pids (as the job saw them) of the processes whose parameters are in ``params-<pid>.pt``
+    beside the channel: rank 0's when it wrote its exit record, then every other rank that wrote
+    shards of its own (docs/launcher.md); empty when rank 0 wrote no exit record."""
     problem: str = ""
     """Why the records cannot be trusted (out of order, stamped by another clock); empty when fine."""
 
@@ -131,7 +132,7 @@ class StepFeed:
             report.exit_peak_bytes = max(report.exit_rank_peaks.values())
             report.exit_device = str(exited[0].exit.get("device", ""))
             if streams[0].exit:
-                report.params_pid = streams[0].pid
+                report.params_pids = [streams[0].pid, *(s.pid for s in streams[1:] if s.exit.get("params"))]
         flops = [self._flops(s) for s in streams]
         if flops and None not in flops:
             report.flops_per_step = sum(flops)

@@ -272,7 +272,7 @@ class _Trial:
         report = feed.finish()
         self._measure(report, watchdog)
         self._whole_process(report, control, launched)
-        disturbed = self._interference(report, launched)
+        disturbed = self._interference(report, control, launched)
         tampered = self._run_tampering(workspace)
         if tampered:
             return self.fail(TrialStatus.CONTRACT, tampered)
@@ -381,14 +381,16 @@ class _Trial:
                 out.append(s)
         return out
 
-    def _interference(self, report: RunReport, launched: float) -> str:
+    def _interference(self, report: RunReport, control: StepControl, launched: float) -> str:
         """Record who else used the machine, step by step; why the run is disturbed (empty: it is not)."""
         record = TrialInterference(cores=len(self.monitor.cores), limits=self.spec.background,
                                    measured_from=min(self.contract.workload.warmup_steps, max(self.spec.total_steps - 1, 0)))
         if self.result.startup_s:
             record.startup = self.monitor.window(launched, launched + self.result.startup_s)
-        record.steps = [self.monitor.window(s.ended_at - s.dt, s.ended_at) if s.ended_at is not None else None
-                        for s in report.steps]
+        ended = [t for t in (control.stopped_at(), self.process.exited_at) if t is not None]
+        job_ended = min(ended) if ended else None
+        record.steps = [self.monitor.window(s.ended_at - s.dt, s.ended_at, job_ended=job_ended)
+                        if s.ended_at is not None else None for s in report.steps]
         self.result.interference = record.to_dict()
         return record.disturbed()
 
@@ -432,8 +434,9 @@ class _Trial:
             r.stopped_s = stopped_at - launched
             if self.exited_by_itself and self.process.exited_at is not None:
                 r.process_s = self.process.exited_at - launched
-        if report.params_pid is not None:
-            r.param_checksum = accounting.params_checksum(control.directory / f"params-{report.params_pid}.pt")
+        if report.params_pids:
+            r.param_checksum = accounting.params_checksum(
+                [control.directory / f"params-{pid}.pt" for pid in report.params_pids])
 
     def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
         """The status of a run that ended by itself."""

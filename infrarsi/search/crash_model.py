@@ -63,6 +63,14 @@ def p_runs(space: SearchSpace, history: list[TrialResult], indicator: np.ndarray
     return out
 
 
+def p_runs_each(space: SearchSpace, history: list[TrialResult], indicator: np.ndarray) -> np.ndarray:
+    """P(no setting breaks it) with each setting's failure rate applied wherever it is held, what
+    it failed beside or not: the cautious reading, for seeds, which differ from every earlier trial
+    in several settings and so would slip past ``p_runs``'s shared-core rule every time."""
+    rates = np.minimum(failure_rates(space, history), 0.999)
+    return np.exp(indicator @ np.log1p(-rates))
+
+
 def _cause_rates(space: SearchSpace, history: list[TrialResult], causes: np.ndarray) -> np.ndarray:
     """Per cause (``_causes``): the estimated share of runs it breaks."""
     clean = [t.candidate for t in history if t.status in CLEAN]

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.acquisition import memory_saver_pair, score
-from infrarsi.search.crash_model import p_runs
+from infrarsi.search.crash_model import p_runs, p_runs_each
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
@@ -32,6 +32,8 @@ _SLOW = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
 """A run stopped for being slow: measured slower than the baseline, whatever its median."""
 SEED_P_FITS = 0.8
 """A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
+SEED_P_RUNS = 0.5
+"""A seed is expected to run: one the crash model gives even odds of breaking teaches as little as an OOM."""
 PAIR_P_FITS = 0.8
 """Pairing memory savers with a setting predicted not to fit asks this confidence that the pair
 fits: at 0.5 half of the simulated clusters' pairings ran out of memory."""
@@ -199,7 +201,10 @@ class InfraRSISampler(Sampler):
                     else pool.indicator @ self._prior_time) + rng.uniform(0, 1e-6, len(pool.keys))
         memory = self.memory.fit(history)
         p_fits = memory.p_fits(pool.features, self.space.budget_bytes, pool.indicator)
-        fresh = fresh & ~self._oom_dominated(history, memory, pool)
+        # A seed must also be likely to run, each setting's failures counted wherever it is held (on
+        # a Hugging Face trainer the spread-out seeds set bf16 four times after it had crashed).
+        runs = p_runs_each(self.space, history, pool.indicator)
+        fresh = fresh & ~self._oom_dominated(history, memory, pool) & (runs >= SEED_P_RUNS)
         sure, likely = fresh & (p_fits >= SEED_P_FITS), fresh & (p_fits >= 0.5)
         done = self.space.indicator(distinct([t.candidate for t in history]))
         far = (pool.indicator[:, None, :] != done[None, :, :]).sum(axis=2).min(axis=1) >= SEED_DISTANCE
@@ -251,7 +256,10 @@ class InfraRSISampler(Sampler):
         memory = self.memory.fit(history)
         pred = self.time.predict_indicator(pool.indicator)
         p_fits = memory.p_fits(pool.features, space.budget_bytes, pool.indicator)
-        fresh = fresh & ~self._oom_dominated(history, memory, pool)
+        # A seed must also be likely to run, each setting's failures counted wherever it is held (on
+        # a Hugging Face trainer the spread-out seeds set bf16 four times after it had crashed).
+        runs = p_runs_each(self.space, history, pool.indicator)
+        fresh = fresh & ~self._oom_dominated(history, memory, pool) & (runs >= SEED_P_RUNS)
         if not fresh.any():
             self.stop_reason = "every candidate left is at least as memory-hungry as one that ran out of memory"
             return None

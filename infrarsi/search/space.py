@@ -5,7 +5,8 @@ when the contract has both a micro-batch and an accumulation knob, only combinat
 micro x accumulation (x processes per node) = the workload's global batch are valid, so the
 tokens per optimizer step never change; with a micro-batch knob alone (the script derives the
 accumulation), micro x processes must divide the global batch. A patch may be gated on a setting (``"nproc_per_node=2"``
-for a DDP-only patch): it is valid only in candidates that hold that setting.
+for a DDP-only patch): it is valid only in candidates that hold that setting. A data loader's
+persistent workers or prefetch factor is valid only beside worker processes (``NEEDS_WORKERS``).
 
 Candidates are encoded relative to the baseline (baseline = the zero vector): one-hot columns for
 categorical values other than the default, log2 plus one-hot deviations for power-of-two integers,
@@ -26,6 +27,11 @@ from infrarsi import batch
 from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.settings import Setting, patch_key, setting_key
 from infrarsi.trials import Candidate
+
+NEEDS_WORKERS = ("dataloader_persistent", "dataloader_prefetch")
+"""Knob roles torch's DataLoader takes only with worker processes: ``persistent_workers=True`` or a
+``prefetch_factor`` with ``num_workers=0`` raises ValueError, so a candidate that sets one while
+every loader-workers knob is 0 is not in the space (it would crash, teaching nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,14 @@ class CandidateSet:
     keys: list[str]
     indicator: np.ndarray
     features: np.ndarray
+
+
+def _count(value: KnobValue) -> int:
+    """A workers knob's value as a count (0 when it is not a number)."""
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
 
 
 def _is_power_of_two(value: KnobValue) -> bool:
@@ -93,6 +107,8 @@ class SearchSpace:
         self.coupled = dict(coupled or {})
         """Role -> knob for micro_batch and, when present, grad_accum and nproc_per_node."""
         self._defaults = {k.name: k.default for k in self.knobs}
+        self._workers = [k for k in knobs if k.role == "dataloader_workers"]
+        self._needs_workers = [k for k in knobs if k.role in NEEDS_WORKERS]
         self._group = self._group_combos()
         derived = self.coupled.get("grad_accum")
         self.derived = derived.name if derived is not None else None
@@ -240,6 +256,15 @@ class SearchSpace:
         held = Setting.parse(gate)
         return held.name in knobs and str(knobs[held.name]) == held.value
 
+    def _loader_holds(self, knobs: dict[str, KnobValue]) -> bool:
+        """No persistent workers or prefetch factor without a worker process (``NEEDS_WORKERS``)."""
+        def value(knob: Knob) -> KnobValue:
+            return knobs.get(knob.name, knob.default)
+
+        if not self._workers or all(value(k) in (None, False) for k in self._needs_workers):
+            return True
+        return any(_count(value(k)) > 0 for k in self._workers)
+
     def is_valid(self, candidate: Candidate) -> bool:
         if set(candidate.knobs) != set(self._defaults) or not set(candidate.patches) <= set(self.patches):
             return False
@@ -248,7 +273,7 @@ class SearchSpace:
             if value != knob.default and value not in knob.domain:
                 return False
         group = {n: candidate.knobs[n] for n in self._group_names() if n in candidate.knobs}
-        if group not in self._group:
+        if group not in self._group or not self._loader_holds(candidate.knobs) and candidate.knobs != self._defaults:
             return False
         return all(self._gate_holds(p, candidate.knobs) for p in candidate.patches)
 
@@ -259,7 +284,9 @@ class SearchSpace:
         rows = []
         for combo in self._group:
             for values in itertools.product(*(k.domain for k in self._free)):
-                rows.append({**combo, **{k.name: v for k, v in zip(self._free, values)}})
+                row = {**combo, **{k.name: v for k, v in zip(self._free, values)}}
+                if self._loader_holds(row) or row == self._defaults:
+                    rows.append(row)
         return rows
 
     def size(self) -> int:
@@ -286,7 +313,8 @@ class SearchSpace:
                 row[knob.name] = knob.domain[int(rng.integers(len(knob.domain)))]
             patches = {p for p in self.patches if self._gate_holds(p, row) and rng.random() < 0.5}
             cand = self._make(row, patches)
-            seen.setdefault(cand.key(), cand)
+            if self.is_valid(cand):
+                seen.setdefault(cand.key(), cand)
         return list(seen.values())
 
     def neighbours(self, candidate: Candidate) -> list[Candidate]:

@@ -44,6 +44,18 @@ def test_threads_help_up_to_the_cores_and_oversubscription_hurts(make_context):
     assert table.get("threads=4").time_log_mean > 0.3
 
 
+def test_threads_per_rank_oversubscribe_with_the_baselines_ranks(make_context, contract_with, tunable):
+    """2 ranks x 1 thread fill 2 cores: 2 threads per rank, or 4 ranks, run 4 threads on them."""
+    shape = [tunable("nproc_per_node", "nproc_per_node", "int", 2, [1, 2, 4]),
+             tunable("threads", "threads", "int", 1, [1, 2])]
+    table = builtin_table(make_context("cpu", contract=contract_with(shape)))
+    assert table.get("threads=2").time_log_mean > 0.5 and table.get("nproc_per_node=4").time_log_mean > 0.5
+    # One rank of one thread leaves a core idle: slower, but not the oversubscribed penalty.
+    assert 0.3 < table.get("nproc_per_node=1").time_log_mean < table.get("nproc_per_node=4").time_log_mean
+    alone = builtin_table(make_context("cpu", contract=contract_with([shape[1]])))
+    assert alone.get("threads=2").time_log_mean < 0  # one process: 2 threads on 2 cores help
+
+
 def test_a_longer_logging_interval_is_believed_a_small_sure_gain(make_context, contract_with, tunable, device):
     table = builtin_table(make_context(device, contract=contract_with([tunable("log_interval", "logging", "int", 10,
                                                                                [10, 40, 160])])))

@@ -45,6 +45,17 @@ def test_a_window_between_samples_is_interpolated():
     assert window(s, 101.0, 102.0, cores=2).others_cores == pytest.approx(1.0)
 
 
+def test_no_window_is_read_across_the_jobs_end():
+    """The job stopped at 103.5; its exit's work (other processes' CPU from 103.5 to 104) lands in
+    the sample at 104, which would spread it over a step that ended at 103.4."""
+    s = samples({"tree": 1.0, "busy": 1.0}, seconds=3)
+    s.append(Sample(at=104.0, tree_cpu_s=3.5, tree_wait_s=0, threads=2, busy_s=5.5, steal_s=0, own_cpu_s=0))
+    assert window(s, 103.3, 103.4, cores=2).others_cores == pytest.approx(2.0)  # the smear
+    assert window(s, 103.3, 103.4, cores=2, job_ended=103.5) is None
+    # A step whose closing sample came before the end is read as before.
+    assert window(s, 102.5, 102.9, cores=2, job_ended=103.5).others_cores == pytest.approx(0.0)
+
+
 def test_a_job_waiting_only_for_its_own_threads_is_not_disturbed():
     w = window(samples({"tree": 2.0, "busy": 2.0, "wait": 2.0}), 101.0, 105.0, cores=2)
     assert w.denied == pytest.approx(0.5) and w.others_cores == pytest.approx(0.0)

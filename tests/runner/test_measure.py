@@ -35,7 +35,7 @@ def test_steps_are_timed_by_arrival_from_the_start_record():
     arrivals.add(12.8, "exit", peak_bytes=1234, device="cpu", params=3)
     report = feed.finish()
     assert report.source == "launcher" and report.model_facts == {"params": 10, "layers": 1}
-    assert report.startup_s == 2.0 and report.flops_per_step == 1000 and report.params_pid == 100
+    assert report.startup_s == 2.0 and report.flops_per_step == 1000 and report.params_pids == [100]
     assert report.exit_peak_bytes == 1234 and report.steps[1].phases == {"forward": 0.1}
     assert report.problem == ""
 

@@ -65,10 +65,10 @@ def test_the_sampler_stops_proposing_a_setting_that_keeps_breaking_the_job():
             history.append(result(cand, TrialStatus.CRASH) if cand.knobs["compile"] else surface.run(cand))
         crashed = [t for t in history if t.status is TrialStatus.CRASH]
         # Without the crash model: 15-18 of 20 (EI is highest exactly where nothing was ever
-        # measured). With it, compile keeps a trial or two while it always came with another
-        # setting never run without it (the failures' common core, see p_runs).
-        assert len(crashed) <= 5, (seed, [space.settings(t.candidate) for t in crashed])
-        assert failure_rates(space, history)[space.setting_keys.index("compile=True")] == 1.0, seed
+        # measured). With it, one: seeds count compile's failure wherever it is held
+        # (p_runs_each), and expected improvement where its common core is held (p_runs).
+        assert len(crashed) == 1, (seed, [space.settings(t.candidate) for t in crashed])
+        assert failure_rates(space, history)[space.setting_keys.index("compile=True")] >= 0.5, seed
 
 
 def test_a_numerics_failure_is_not_blamed_on_a_setting_that_cannot_change_the_numbers():
@@ -99,3 +99,23 @@ def test_the_values_of_a_knob_a_patch_adds_share_its_failures():
     assert rates["grad_accum_splits=2"] == rates["grad_accum_splits=4"] == 0.8
     four = space.with_value(base, "grad_accum_splits", 4)
     assert np.allclose(p_runs(space, history, space.indicator([four, base])), [0.2, 1.0])
+
+
+def test_seeds_avoid_a_setting_that_broke_the_job_whatever_it_broke_beside():
+    """bf16 crashes a trainer on this machine: the baseline runs, then a spread-out seed with bf16
+    crashes. The next seeds differ from it in several settings (so ``p_runs``'s shared core never
+    holds), yet none of them sets bf16 again."""
+    space = _space()
+    base = space.baseline()
+    bf16 = space.with_value(space.with_value(base, "dtype", "bfloat16"), "optimizer_impl", "fused")
+    for seed in range(3):
+        surface = Surface(space, DENSE_TIME, DENSE_MEM, base_peak=0.3 * space.budget_bytes, seed=seed)
+        history = [surface.run(base), result(bf16, TrialStatus.CRASH)]
+        sampler = InfraRSISampler(space, seed=seed)
+        for _ in range(3):
+            proposal = sampler.ask(history)
+            if proposal is None or "seed" not in proposal.reason:
+                break
+            cand = proposal.candidate
+            assert cand.knobs["dtype"] != "bfloat16", (seed, space.settings(cand))
+            history.append(result(cand, TrialStatus.CRASH) if cand.knobs["dtype"] == "bfloat16" else surface.run(cand))

@@ -29,6 +29,24 @@ def test_coupled_knobs_keep_the_global_batch():
     assert len({c.key() for c in cands}) == len(cands)
 
 
+def test_persistent_workers_and_prefetch_need_worker_processes():
+    """torch's DataLoader raises for persistent_workers or a prefetch factor with num_workers=0."""
+    space = SearchSpace.from_contract(contract_with([
+        Knob(name="workers", role="dataloader_workers", type="int", default=0, domain=[0, 2], tunable=True),
+        Knob(name="persistent", role="dataloader_persistent", type="bool", default=False, domain=[False, True],
+             tunable=True),
+        Knob(name="prefetch", role="dataloader_prefetch", type="int", default=None, domain=[None, 4], tunable=True),
+    ], global_batch=16), [])
+    cands = space.all_candidates()
+    assert all(c.knobs["workers"] > 0 for c in cands if c.knobs["persistent"] or c.knobs["prefetch"])
+    # Without workers only the baseline's loader; with 2 workers all four.
+    assert len(cands) == space.size() == 1 + 4
+    base = space.baseline()
+    assert space.with_value(base, "persistent", True) is None
+    assert not any(n.knobs["prefetch"] for n in space.neighbours(base))
+    assert all(space.is_valid(c) for c in space.sample(np.random.default_rng(0), 20))
+
+
 def test_changing_the_micro_batch_moves_the_accumulation_with_it():
     space = SearchSpace.from_contract(_coupled_contract(), [])
     base = space.baseline()

@@ -313,7 +313,10 @@ class _Observer:
 
     def save_params(self) -> int:
         """The parameters the optimizers hold (the top-level modules' when there is no optimizer),
-        in order, to ``params-<pid>.pt`` beside the channel: InfraRSI hashes them itself."""
+        in order, to ``params-<pid>.pt`` beside the channel: InfraRSI hashes them itself, summing
+        every rank's file. Rank 0 writes its whole tensors; a parameter sharded over ranks (a
+        DTensor: FSDP2, tensor parallel) is written as each rank's own shard, by one rank of each
+        replica group, so that every element is counted once."""
         torch = self.torch
         if torch is None:
             return 0
@@ -328,16 +331,33 @@ class _Observer:
                 module = ref()
                 for p in module.parameters() if module is not None else ():
                     params[id(p)] = p
-        if not params:
+        owned = [t for t in (_owned_part(p, _rank()) for p in params.values()) if t is not None]
+        if not owned:
             return 0
-        torch.save([p.detach().cpu() for p in params.values()], self.channel.beside("params") + ".pt")
-        return sum(p.numel() for p in params.values())
+        torch.save([t.detach().cpu() for t in owned], self.channel.beside("params") + ".pt")
+        return sum(t.numel() for t in owned)
 
     def compiling(self) -> bool:
         return self._is_compiling()
 
     def forked(self) -> None:
         self._fresh()
+
+
+def _owned_part(param, rank: int):
+    """The part of ``param`` this process counts: a DTensor's local shard where this rank is the
+    first of its replicas on every mesh dimension the parameter is not sharded over; a plain
+    tensor only on rank 0 (the other ranks hold replicas, as under DDP); else None."""
+    placements = getattr(param, "placements", None)
+    mesh = getattr(param, "device_mesh", None)
+    if placements is None or mesh is None or not hasattr(param, "to_local"):
+        return param if rank == 0 else None
+    coordinate = mesh.get_coordinate()
+    if coordinate is None:
+        return None
+    if any(c != 0 for c, placement in zip(coordinate, placements) if not placement.is_shard()):
+        return None
+    return param.to_local()
 
 
 def _first_tensor(values, torch, depth: int = 0):
