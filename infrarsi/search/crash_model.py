@@ -14,6 +14,11 @@ common: four crashes of ``static_graph`` under two processes, all with a fused o
 tell two processes alone from two processes with ``static_graph``, so two processes without it
 stays worth a trial.
 
+The sampler first keeps out every candidate that ``p_runs_each`` (each setting's rate wherever it is
+held) gives worse than even odds, for seeds and expected improvement alike; ``p_runs`` then weighs
+the rest. The price: a setting that only ever failed beside one that never ran clean is not tried
+alone until something else clears it.
+
 A numerics failure is not blamed on a setting whose knob cannot change what is computed (how often
 it logs, the evaluation's batch, data-loading workers and pinned memory, the thread count, whose
 reordered sums doctor's allowance covers) while another suspect can carry it: a search that moves

@@ -256,12 +256,15 @@ class InfraRSISampler(Sampler):
         memory = self.memory.fit(history)
         pred = self.time.predict_indicator(pool.indicator)
         p_fits = memory.p_fits(pool.features, space.budget_bytes, pool.indicator)
-        # A seed must also be likely to run, each setting's failures counted wherever it is held (on
-        # a Hugging Face trainer the spread-out seeds set bf16 four times after it had crashed).
+        # As for seeds: a candidate below even odds of running, each setting's failures counted
+        # wherever it is held, is not tried (failures are deterministic: with the shared-core rule
+        # alone a crashing compile came back 3-4 times in a synthetic run, with this once);
+        # p_runs then weighs the rest.
         runs = p_runs_each(self.space, history, pool.indicator)
         fresh = fresh & ~self._oom_dominated(history, memory, pool) & (runs >= SEED_P_RUNS)
         if not fresh.any():
-            self.stop_reason = "every candidate left is at least as memory-hungry as one that ran out of memory"
+            self.stop_reason = ("every candidate left is at least as memory-hungry as one that ran out of memory "
+                                "or holds a setting that broke the job")
             return None
         near = fresh & self._near_fits(history, pool)
         if near.any():
