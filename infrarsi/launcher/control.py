@@ -17,6 +17,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 GO, STOP = b"c", b"s"
@@ -32,6 +33,9 @@ class StepControl:
         self._counts: dict[int, int] = {}
         self._fds: dict[int, int | None] = {}
         self._stopped: dict[int, float] = {}
+        self.before_stop: Callable[[], None] | None = None
+        """Called just before a process is told to stop (the interference monitor takes a sample
+        there, so no step's window has to be read across the job's exit)."""
 
     def answer(self, record: dict) -> None:
         """Called for every record as it arrives (on the channel's reader thread)."""
@@ -47,6 +51,8 @@ class StepControl:
             stop = count >= self.steps
             if fd is None:
                 return
+            if stop and self.before_stop is not None:
+                self.before_stop()
             try:
                 os.write(fd, STOP if stop else GO)
             except OSError:

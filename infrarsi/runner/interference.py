@@ -239,6 +239,8 @@ class InterferenceMonitor:
         self._reaped_wait = 0.0
         self.samples: list[Sample] = []
         self._stop = threading.Event()
+        self._sampling = threading.Lock()
+        """``sample`` runs on the sampler thread and, at a stop, on the record channel's reader."""
         self._thread = threading.Thread(target=self._run, name=f"infrarsi-interference-{root_pid}", daemon=True)
         self.sample()
 
@@ -259,6 +261,10 @@ class InterferenceMonitor:
             self.sample()
 
     def sample(self) -> None:
+        with self._sampling:
+            self._sample()
+
+    def _sample(self) -> None:
         threads = 0
         live: set[int] = set()
         with contextlib.suppress(Exception):  # a member that vanished mid-read: the next sample has it
@@ -331,8 +337,9 @@ def window(samples: list[Sample], start: float, end: float, cores: int, *,
     Past that moment the job's exit runs (its memory freed, its namespaces torn down by the kernel,
     all counted as other processes' CPU), and interpolating over it would spread that work over the
     steps before it: the last steps of a job whose steps are shorter than a sample (10 ms steps,
-    50 ms samples) all read as disturbed."""
-    n = len(samples)  # the sampler thread only appends: the first n stay as they are, uncopied
+    50 ms samples) all read as disturbed. A trial samples just before each stop
+    (``StepControl.before_stop``), so the steps before it keep their windows."""
+    n = len(samples)  # samples are only appended: the first n stay as they are, uncopied
     if n < 2 or end <= start:
         return None
     closing = bisect.bisect_left(samples, end, hi=n, key=_stamp)

@@ -260,6 +260,7 @@ class _Trial:
         self.monitor = InterferenceMonitor(process.pid, lambda: [p.pid for p in process.members(refresh=False)],
                                            cgroup=process.containment.cgroup,
                                            cuda=self.contract.memory.device == "cuda")
+        control.before_stop = self.monitor.sample
         watchdog.start()
         self.monitor.start()
         try:
