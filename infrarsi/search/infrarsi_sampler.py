@@ -32,8 +32,8 @@ _SLOW = (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)
 """A run stopped for being slow: measured slower than the baseline, whatever its median."""
 SEED_P_FITS = 0.8
 """A seed is there to teach the time model: it should fit in memory with confidence, not on a coin flip."""
-SEED_P_RUNS = 0.5
-"""A seed is expected to run: one the crash model gives even odds of breaking teaches as little as an OOM."""
+MIN_P_RUNS = 0.5
+"""A trial is expected to run: one the crash model gives even odds of breaking teaches as little as an OOM."""
 PAIR_P_FITS = 0.8
 """Pairing memory savers with a setting predicted not to fit asks this confidence that the pair
 fits: at 0.5 half of the simulated clusters' pairings ran out of memory."""
@@ -201,10 +201,7 @@ class InfraRSISampler(Sampler):
                     else pool.indicator @ self._prior_time) + rng.uniform(0, 1e-6, len(pool.keys))
         memory = self.memory.fit(history)
         p_fits = memory.p_fits(pool.features, self.space.budget_bytes, pool.indicator)
-        # A seed must also be likely to run, each setting's failures counted wherever it is held (on
-        # a Hugging Face trainer the spread-out seeds set bf16 four times after it had crashed).
-        runs = p_runs_each(self.space, history, pool.indicator)
-        fresh = fresh & ~self._oom_dominated(history, memory, pool) & (runs >= SEED_P_RUNS)
+        fresh = fresh & self._worth_a_trial(history, memory, pool)
         sure, likely = fresh & (p_fits >= SEED_P_FITS), fresh & (p_fits >= 0.5)
         done = self.space.indicator(distinct([t.candidate for t in history]))
         far = (pool.indicator[:, None, :] != done[None, :, :]).sum(axis=2).min(axis=1) >= SEED_DISTANCE
@@ -220,6 +217,15 @@ class InfraRSISampler(Sampler):
         pick = int(rows[np.argmin(expected[rows])])
         return Proposal(pool.candidates[pick], "prior-guided diverse seed",
                         {"log_expected": float(expected[pick]), "p_fits": float(p_fits[pick])})
+
+    def _worth_a_trial(self, history: list[TrialResult], memory: MemoryModel, pool: CandidateSet) -> np.ndarray:
+        """Candidates neither as memory-hungry as an OOMed trial nor below even odds of running,
+        each setting's failures counted wherever it is held (failures are deterministic: on a Hugging
+        Face trainer the spread-out seeds set bf16 four times after it had crashed; with the
+        shared-core rule alone a crashing compile came back 3-4 times in a synthetic run, with this
+        once). Seeds and expected improvement both choose among them; ``p_runs`` then weighs EI."""
+        runs = p_runs_each(self.space, history, pool.indicator)
+        return ~self._oom_dominated(history, memory, pool) & (runs >= MIN_P_RUNS)
 
     def _oom_dominated(self, history: list[TrialResult], memory: MemoryModel, pool: CandidateSet) -> np.ndarray:
         """Candidates at least as hungry as an OOMed trial in every dimension (``oom_dominated``)."""
@@ -256,12 +262,7 @@ class InfraRSISampler(Sampler):
         memory = self.memory.fit(history)
         pred = self.time.predict_indicator(pool.indicator)
         p_fits = memory.p_fits(pool.features, space.budget_bytes, pool.indicator)
-        # As for seeds: a candidate below even odds of running, each setting's failures counted
-        # wherever it is held, is not tried (failures are deterministic: with the shared-core rule
-        # alone a crashing compile came back 3-4 times in a synthetic run, with this once);
-        # p_runs then weighs the rest.
-        runs = p_runs_each(self.space, history, pool.indicator)
-        fresh = fresh & ~self._oom_dominated(history, memory, pool) & (runs >= SEED_P_RUNS)
+        fresh = fresh & self._worth_a_trial(history, memory, pool)
         if not fresh.any():
             self.stop_reason = ("every candidate left is at least as memory-hungry as one that ran out of memory "
                                 "or holds a setting that broke the job")

@@ -257,11 +257,13 @@ class SearchSpace:
         return held.name in knobs and str(knobs[held.name]) == held.value
 
     def _loader_holds(self, knobs: dict[str, KnobValue]) -> bool:
-        """No persistent workers or prefetch factor without a worker process (``NEEDS_WORKERS``)."""
+        """No persistent workers or prefetch factor without a worker process (``NEEDS_WORKERS``);
+        the job as written always holds."""
         def value(knob: Knob) -> KnobValue:
             return knobs.get(knob.name, knob.default)
 
-        if not self._workers or all(value(k) in (None, False) for k in self._needs_workers):
+        if (knobs == self._defaults or not self._workers
+                or all(value(k) in (None, False) for k in self._needs_workers)):
             return True
         return any(_count(value(k)) > 0 for k in self._workers)
 
@@ -273,7 +275,7 @@ class SearchSpace:
             if value != knob.default and value not in knob.domain:
                 return False
         group = {n: candidate.knobs[n] for n in self._group_names() if n in candidate.knobs}
-        if group not in self._group or not self._loader_holds(candidate.knobs) and candidate.knobs != self._defaults:
+        if group not in self._group or not self._loader_holds(candidate.knobs):
             return False
         return all(self._gate_holds(p, candidate.knobs) for p in candidate.patches)
 
@@ -285,7 +287,7 @@ class SearchSpace:
         for combo in self._group:
             for values in itertools.product(*(k.domain for k in self._free)):
                 row = {**combo, **{k.name: v for k, v in zip(self._free, values)}}
-                if self._loader_holds(row) or row == self._defaults:
+                if self._loader_holds(row):
                     rows.append(row)
         return rows
 
