@@ -190,7 +190,7 @@ class InfraRSISampler(Sampler):
         # settings from every trial so far (so the first trials spread out), the best predicted
         # job time: the time model's mean starts at the prior and already knows what the first
         # trials showed (a 10x-slower bf16, say). Ties are broken at random. Where none is that
-        # sure to fit (no memory priors yet), a likely fit will do.
+        # sure to fit (no memory priors yet), a likely fit will do for the seeds that must run.
         # A seed must also be expected no slower than the best run so far: one the priors already
         # call slower is aborted and teaches less than the trial expected improvement would pick
         # (on the measured MoE table the spread-out seed, checkpointing + micro-batch 2, was
@@ -208,9 +208,11 @@ class InfraRSISampler(Sampler):
         promising = expected <= self._best_expected(self._clean(history)[1])
         # Until a second trial runs, a seed that fits matters more than one that spreads: on the
         # simulated 175B cluster (19% of its points fit) four in five spread-out likely fits ran
-        # out of memory, each one more trial with nothing for the time model.
+        # out of memory, each one more trial with nothing for the time model. After that a seed
+        # is optional, so only a sure fit is worth one: on the MoE fixture a likely one (bf16, its
+        # CPU memory prior as wide as its mean) ran out of memory in every run.
         choices = ([sure & far & promising, sure & far, sure, likely & far & promising, likely & far, likely, fresh]
-                   if must else [sure & far & promising, likely & far & promising])
+                   if must else [sure & far & promising])
         rows = next((np.flatnonzero(m) for m in choices if m.any()), None)
         if rows is None:
             return None

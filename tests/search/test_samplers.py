@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.search.infrarsi_sampler import InfraRSISampler
+from infrarsi.search.infrarsi_sampler import SEED_P_FITS, InfraRSISampler
 from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs, result
@@ -77,7 +77,8 @@ def test_infrarsi_stops_once_nothing_untried_is_worth_a_trial_having_found_the_o
 
 def test_seeds_come_from_the_bank_then_the_baseline_then_spread_out():
     space = _space()
-    surface = _surface(space)
+    # Memory to spare: past the first two trials only a sure fit is worth a seed.
+    surface = _surface(space, base_peak=0.1)
     bank = space.with_value(space.with_value(space.baseline(), "micro_batch_size", 8), "threads", 2)
     sampler, history = InfraRSISampler(space, seeds=[bank], n_initial=5), []
     proposals = []
@@ -87,11 +88,23 @@ def test_seeds_come_from_the_bank_then_the_baseline_then_spread_out():
     assert history[0].candidate.key() == bank.key()
     assert history[1].candidate.key() == space.baseline().key()
     seeds = [i for i, p in enumerate(proposals) if p.reason == "prior-guided diverse seed"]
-    assert seeds and seeds[0] == 2, [p.reason for p in proposals]
+    assert seeds, [p.reason for p in proposals]
     ind = space.indicator([t.candidate for t in history])
     gaps = np.abs(ind[:, None] - ind[None]).sum(-1)
     # No prior-guided seed is a one-setting tweak of an earlier trial.
     assert all(gaps[i, :i].min() >= 3 for i in seeds), gaps
+
+
+def test_past_two_runs_a_seed_is_only_a_sure_fit():
+    # Half the budget used: spread-out candidates are likely fits, few sure ones. Once two trials
+    # have run a seed is optional, and one that may run out of memory teaches the time model nothing.
+    space = _space()
+    surface, sampler, history = _surface(space), InfraRSISampler(space, n_initial=6), []
+    for _ in range(6):
+        proposal = sampler.ask(history)
+        if proposal.reason == "prior-guided diverse seed" and sum(t.ok for t in history) >= 2:
+            assert proposal.predicted["p_fits"] >= SEED_P_FITS, proposal
+        history.append(surface.run(proposal.candidate))
 
 
 def test_a_seed_the_models_already_call_slower_than_the_best_run_is_left_to_expected_improvement():
