@@ -179,7 +179,7 @@ class GradientAccumulation(Patch):
     prior = {
         "cpu": Belief(batch_effect(0.5, "cpu"),
                       "two micro-batches per step: the micro-batch prior at half the batch "
-                      "(this project's measurements: slope ~0.11 per log-ratio, activations ~30% of RSS)"),
+                      "(this project's measurements: ~0.30 log slower per log-ratio below the default, activations ~30% of RSS)"),
         "cuda": Belief(batch_effect(0.5, "cuda"),
                        "two micro-batches per step: the micro-batch prior at half the batch (Goyal et "
                        "al. 2017; activations dominate device memory)"),

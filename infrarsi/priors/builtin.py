@@ -279,7 +279,9 @@ def batch_effect(r: float, device: str) -> Effect:
     """Micro-batch scaled by r at a fixed global batch: bigger kernels, more activations."""
     lr = math.log(r)
     cuda = device == "cuda"
-    slope = (0.30 if cuda else 0.11) if r < 1 else (0.12 if cuda else 0.05)
+    # Smaller micro-batches cost as much on a CPU as on a GPU: per-op overhead and small GEMMs
+    # (docs/measured.md, "Micro-batch on CPU": 0.29-0.73 log slower per log-ratio below the default).
+    slope = 0.30 if r < 1 else (0.12 if cuda else 0.05)
     act_share = 0.6 if cuda else 0.3  # activations' share of peak memory at the default micro-batch
     return Effect(-slope * lr, 0.05 + 0.08 * abs(lr),
                   math.log(1 - act_share + act_share * r), 0.05 + 0.15 * abs(lr))
