@@ -4,10 +4,10 @@ Each space is a workload (a model, a cluster, a global batch, the job as its own
 the values its launch knobs may take. The knobs carry Megatron-LM's argument names and the role
 InfraRSI's catalog (``infrarsi/knobs/catalog.py``) gives those names, so the priors, the memory
 pairing and the bank see them as they would in a real repo: ``micro_batch_size`` is the
-micro-batch, ``recompute`` activation checkpointing, ``zero_stage`` sharding (role ``fsdp``); the
-parallel degrees and sequence parallelism are names the catalog does not know (``unknown``). Init
-would lock an unknown knob; here they are tunable, as an owner who widened the contract would have
-them, and InfraRSI starts from no belief about them.
+micro-batch, ``recompute`` activation checkpointing, ``zero_stage`` sharding (role ``fsdp``), the
+tensor, pipeline and expert parallel degrees, the virtual pipeline stages and sequence parallelism
+their own roles (``tensor_parallel`` …), with the built-in priors of a parallel layout
+(``infrarsi/priors/builtin.py``).
 
 The data-parallel degree is not a knob: it is what the GPUs leave, ``gpus / (tp·pp)``, and the
 accumulation is what the global batch leaves, ``B / (micro·dp)``, as in Megatron. A configuration
@@ -37,8 +37,8 @@ TP, PP, VPP, MICRO = "tensor_model_parallel_size", "pipeline_model_parallel_size
     "virtual_pipeline_model_parallel_size", "micro_batch_size"
 ZERO, RECOMPUTE, SP, EP = "zero_stage", "recompute", "sequence_parallel", "expert_model_parallel_size"
 
-ROLES = {TP: "unknown", PP: "unknown", VPP: "unknown", MICRO: "micro_batch", ZERO: "fsdp",
-         RECOMPUTE: "activation_checkpointing", SP: "unknown", EP: "unknown"}
+ROLES = {TP: "tensor_parallel", PP: "pipeline_parallel", VPP: "virtual_pipeline", MICRO: "micro_batch",
+         ZERO: "fsdp", RECOMPUTE: "activation_checkpointing", SP: "sequence_parallel", EP: "expert_parallel"}
 """Each knob's role as ``infrarsi.knobs.catalog.classify`` reads its name (a test holds them to it)."""
 
 WARMUP_STEPS, MEASURED_STEPS = 2, 5

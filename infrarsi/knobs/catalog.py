@@ -55,6 +55,14 @@ CATALOG: tuple[Rule, ...] = (
     Rule("moe_dispatch", r"(moe_|expert_)?dispatch(_impl|_mode)?|moe_impl"),
     Rule("zero_grad", r"(zero_grad_)?set_to_none|zero_grad(_mode|_impl)?"),
     Rule("fsdp", r"(use_)?fsdp|fsdp_\w+|sharding(_strategy)?|zero_stage"),
+    # Parallel layouts as Megatron-LM, NeMo, DeepSpeed and torchtitan spell them. Interleaving is a
+    # stage count per pipeline rank; ``num_layers_per_virtual_pipeline_stage`` is a layer count and
+    # stays unknown, as does DeepSpeed-Ulysses' ``sequence_parallel_size`` (a degree, not the switch).
+    Rule("tensor_parallel", r"tensor_(model_)?parallel(_size|_degree)?|tp(_size|_degree)?"),
+    Rule("virtual_pipeline", r"virtual_pipeline_(model_)?parallel(_size|_degree)?|vpp(_size)?"),
+    Rule("pipeline_parallel", r"pipeline_(model_)?parallel(_size|_degree)?|pipe_parallel_size|pp(_size|_degree)?"),
+    Rule("sequence_parallel", r"(use_|enable_)?sequence_parallel(ism)?"),
+    Rule("expert_parallel", r"expert_(model_)?parallel(_size|_degree)?|ep_(size|degree)"),
     Rule("workload", _GLOBAL_BATCH, "global_batch"),
     Rule(
         "workload",
@@ -137,7 +145,8 @@ def counts_epochs(knob: RawKnob) -> bool:
 
 
 _SWITCHES = ("compile", "activation_checkpointing", "attention_impl", "matmul_precision", "fsdp", "dtype",
-             "ddp_static_graph", "ddp_grad_as_bucket_view", "dataloader_pin_memory", "dataloader_persistent")
+             "ddp_static_graph", "ddp_grad_as_bucket_view", "dataloader_pin_memory", "dataloader_persistent",
+             "sequence_parallel")
 """Roles whose knob, when an int, switches a feature on and off."""
 
 # Values tried for roles whose domain does not depend on the script (the default is always added).
@@ -145,6 +154,9 @@ _WORKERS = (0, 2, 4)
 _OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
 _BUCKETS_MB = (10, 25, 50, 100)
 _DTYPES = ("float32", "bfloat16")
+_DEGREES = ("tensor_parallel", "pipeline_parallel", "expert_parallel")
+"""Roles that split the model over that many devices."""
+_VIRTUAL_STAGES = (1, 2, 4)
 
 
 def _with_default(values: list[KnobValue], default: KnobValue) -> list[KnobValue]:
@@ -164,12 +176,13 @@ def power_of_two_divisors(n: int) -> list[int]:
 
 
 def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int,
-           auto_threads: int | None = None, constants: tuple = ()) -> tuple[list[KnobValue], str]:
+           auto_threads: int | None = None, constants: tuple = (), gpus: int = 0) -> tuple[list[KnobValue], str]:
     """(values the search may try, why it is fixed when it is): a domain of one value means fixed.
 
     ``auto_threads``: how many threads a non-positive thread count (the library's default) means,
     when that is known (torch's physical cores for a single process). ``constants``: what the code
-    compares a switch with (``if zero_stage == 1``), so an int switch can try them."""
+    compares a switch with (``if zero_stage == 1``), so an int switch can try them. ``gpus``: the
+    GPUs this machine has, which a parallel degree's values divide."""
     default = knob.default
     assert default is not None
     if role in ("workload", "unknown", "steps"):
@@ -187,6 +200,13 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
             return [], "the global batch is unknown, so the accumulation steps that divide it are too"
         return _with_default([batch.accumulation(global_batch, m) for m in power_of_two_divisors(global_batch)],
                              default), ""
+    if role in _DEGREES and knob.type == "int":
+        # Powers of two dividing the node's GPUs: what a degree's product with the others must divide
+        # on one node; a multi-node job's larger default is kept.
+        values = _with_default(power_of_two_divisors(max(gpus, 1)), default)
+        return (values, "") if len(values) > 1 else (values, "one device: nothing to split the model over")
+    if role == "virtual_pipeline" and knob.type == "int":
+        return _with_default(list(_VIRTUAL_STAGES), default), ""
     if role == "threads" and knob.type == "int":
         counts = list(range(1, cpu_count + 1))
         if auto_threads and isinstance(default, int) and default <= 0:  # the default already runs that many

@@ -412,11 +412,12 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
     # torch's default thread count: the physical cores for one process; under torchrun it
     # depends on the process count (OMP_NUM_THREADS=1 for several), so no count is implied.
     auto = (psutil.cpu_count(logical=False) or cpu_count) if ep.launcher == "python" else None
+    gpus = _cuda_count()
     knobs = []
     for k in found.knobs:
         role = roles[k.name]
         values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count,
-                             auto_threads=auto, constants=assigned[k.name].constants)
+                             auto_threads=auto, constants=assigned[k.name].constants, gpus=gpus)
         tunable = len(values) >= 2
         if role not in ("workload", "unknown", "steps") and not tunable:
             warnings.append(f"knob {k.name} ({role}) stays fixed: {why or 'a single value'}")
@@ -428,7 +429,7 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
         )
     if ep.launcher == "torchrun":
         knobs.append(_nproc_knob(facts.global_batch, _command_nproc(user)))
-    knobs += launcher_knobs(knobs, has_cuda=_cuda_count() > 0, cpu_count=cpu_count, auto_threads=auto,
+    knobs += launcher_knobs(knobs, has_cuda=gpus > 0, cpu_count=cpu_count, auto_threads=auto,
                             launcher=ep.launcher)
     return knobs, facts
 

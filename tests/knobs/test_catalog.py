@@ -83,3 +83,63 @@ def test_domains():
     assert (values, why) == ([], "defines the workload")
     values, why = domain("optimizer_impl", knob("optimizer_impl", "adamw"), global_batch=16, cpu_count=2)
     assert values == [] and "without choices" in why
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("tensor_model_parallel_size", "tensor_parallel"),  # Megatron-LM, NeMo
+        ("tensor_parallel_size", "tensor_parallel"),
+        ("tp_size", "tensor_parallel"),  # DeepSpeed
+        ("tp", "tensor_parallel"),
+        ("tensor_parallel_degree", "tensor_parallel"),  # torchtitan
+        ("parallelism.tensor_parallel_degree", "tensor_parallel"),
+        ("pipeline_model_parallel_size", "pipeline_parallel"),
+        ("pp_size", "pipeline_parallel"),
+        ("pp", "pipeline_parallel"),
+        ("pipeline_parallel_degree", "pipeline_parallel"),
+        ("pipe_parallel_size", "pipeline_parallel"),  # GPT-NeoX
+        ("virtual_pipeline_model_parallel_size", "virtual_pipeline"),
+        ("sequence_parallel", "sequence_parallel"),
+        ("expert_model_parallel_size", "expert_parallel"),
+        ("ep_size", "expert_parallel"),
+        ("expert_parallel_degree", "expert_parallel"),
+        # Not these roles: a layer count, a context-parallel degree, an expert's own tensor split.
+        ("num_layers_per_virtual_pipeline_stage", "unknown"),
+        ("sequence_parallel_size", "unknown"),
+        ("expert_tensor_parallel_size", "unknown"),
+        ("pipeline_model_parallel_split_rank", "unknown"),
+    ],
+)
+def test_parallel_layouts_by_name(name, expected):
+    assert role(name)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("num_experts", ("workload", "model")),
+        ("n_expert", ("workload", "model")),
+        ("expert_capacity", ("workload", "model")),
+        ("moe_dispatch", ("moe_dispatch", "")),
+        ("seq_len", ("workload", "seq_len")),
+        ("max_sequence_length", ("workload", "seq_len")),
+        ("eps", ("workload", "optim")),
+        ("top_k", ("workload", "model")),
+        ("zero_stage", ("fsdp", "")),
+        ("fsdp_sharding_strategy", ("fsdp", "")),
+    ],
+)
+def test_parallel_layout_rules_leave_neighbouring_names_alone(name, expected):
+    assert role(name) == expected
+
+
+def test_parallel_degrees_divide_the_nodes_gpus():
+    assert domain("tensor_parallel", knob("tp", 8), global_batch=16, cpu_count=2, gpus=8)[0] == [1, 2, 4, 8]
+    assert domain("pipeline_parallel", knob("pp", 16), global_batch=16, cpu_count=2, gpus=8)[0] == [1, 2, 4, 8, 16]
+    assert domain("expert_parallel", knob("ep", 1), global_batch=16, cpu_count=2, gpus=4)[0] == [1, 2, 4]
+    values, why = domain("tensor_parallel", knob("tp", 1), global_batch=16, cpu_count=2)
+    assert values == [1] and "one device" in why
+    assert domain("virtual_pipeline", knob("vpp", 1), global_batch=16, cpu_count=2)[0] == [1, 2, 4]
+    assert domain("sequence_parallel", knob("sp", False), global_batch=16, cpu_count=2)[0] == [False, True]
+    assert domain("sequence_parallel", knob("sp", 0), global_batch=16, cpu_count=2)[0] == [0, 1]
