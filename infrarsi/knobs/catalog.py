@@ -203,7 +203,8 @@ def domain(role: str, knob: RawKnob, *, global_batch: int | None, cpu_count: int
     if role in _DEGREES and knob.type == "int":
         # Powers of two dividing the node's GPUs: what a degree's product with the others must divide
         # on one node; a multi-node job's larger default is kept.
-        values = _with_default(power_of_two_divisors(max(gpus, 1)), default)
+        degrees: list[KnobValue] = list(power_of_two_divisors(max(gpus, 1)))
+        values = _with_default(degrees, default)
         return (values, "") if len(values) > 1 else (values, "one device: nothing to split the model over")
     if role == "virtual_pipeline" and knob.type == "int":
         return _with_default(list(_VIRTUAL_STAGES), default), ""
