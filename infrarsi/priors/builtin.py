@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
@@ -386,6 +386,88 @@ def _logging(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> 
     return Effect(math.log(1 - share * (1 - 1 / r)), share + 0.01, 0.0, 0.01)
 
 
+# ---------------------------------------------------------------- parallel layouts
+# docs/sim.md prices the same layouts from the papers cited below (its "The model" section).
+
+NODE_GPUS = 8
+"""GPUs one NVLink domain joins (an HGX/DGX node); a group wider than that talks over the network."""
+UNSPLIT_ACTIVATIONS = 0.10
+"""Share of peak that tensor parallelism leaves whole without sequence parallelism: the layer norms'
+and dropouts' activations, 10 of the 34 bytes per token and hidden unit (Korthikanti et al. 2022)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A degree that splits the model over devices, on one device kind, per doubling of the degree."""
+
+    share: float
+    """Share of the baseline's peak memory the degree divides: at v/d = r the peak is 1 - share + share/r
+    (the split shape of ``infrarsi.search.memory_curve``, which refits the share once a value runs)."""
+    inside: float
+    """Log step time per doubling inside a node..."""
+    across: float
+    """...and per doubling beyond one."""
+    time_sd: float
+
+
+def split_effect(value: float, default: float, split: Split, node_gpus: int) -> Effect:
+    """The effect of ``value`` against the baseline's ``default`` degree."""
+    octaves = math.log2(value / default)
+    inside = math.log2(min(value, node_gpus) / min(default, node_gpus))
+    beyond = math.log2(max(value, node_gpus) / max(default, node_gpus))
+    network = 0.15 * abs(beyond) if split.across > split.inside else 0.0  # a slower link is less known
+    return Effect(split.inside * inside + split.across * beyond, split.time_sd + 0.08 * abs(octaves) + network,
+                  math.log1p(split.share * (default / value - 1)), 0.15 + 0.10 * abs(octaves))
+
+
+def _node_gpus(hw: Hardware) -> int:
+    # A machine with fewer GPUs than a DGX node is its own NVLink domain.
+    return min(hw.gpu_count, NODE_GPUS) if hw.gpu_count else NODE_GPUS
+
+
+def _on(contract: Contract, role: str) -> bool:
+    """Whether the baseline switches on a knob with ``role``."""
+    return any(_switch(k.default) == "on" for k in contract.by_role(role))
+
+
+def _degree(cpu: Split, cuda: Split) -> Callable[[Knob, KnobValue, Hardware, Contract], Effect | None]:
+    def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
+        r = _ratio(knob, value)
+        if r is None:
+            return None
+        split = cuda if hw.device == "cuda" else cpu
+        if knob.role == "tensor_parallel" and not _on(contract, "sequence_parallel"):
+            split = replace(split, share=split.share - UNSPLIT_ACTIVATIONS)
+        return split_effect(float(value), float(knob.default), split, _node_gpus(hw))
+
+    return rule
+
+
+def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
+    r = _ratio(knob, value)
+    if r is None:
+        return None
+    octaves = math.log2(r)
+    # More stages per rank shrink the pipeline bubble and keep a few more micro-batches in flight.
+    time = -0.03 if hw.device == "cuda" else 0.0
+    return Effect(time * octaves, 0.04 + 0.03 * abs(octaves), 0.03 * octaves, 0.04 + 0.03 * abs(octaves))
+
+
+SEQUENCE_PARALLEL = Levels(
+    _on_off,
+    cpu={"off": REFERENCE, "on": Effect(0.0, 0.05, -0.03, 0.05)},
+    cuda={"off": REFERENCE, "on": Effect(-0.04, 0.06, -0.12, 0.10)},
+    source_cpu="Korthikanti et al. 2022 'Reducing Activation Recomputation in Large Transformer Models': "
+               "the layer norms' and dropouts' activations split over the tensor-parallel ranks; on a CPU "
+               "the runtime is a large share of RSS, so the saving is smaller",
+    source_cuda="Korthikanti et al. 2022 'Reducing Activation Recomputation in Large Transformer Models' "
+                "(Table 2, Section 4.2): the 10 of 34 bytes of activations per token and hidden unit that "
+                "tensor parallelism leaves whole are split too, with the same bytes communicated (a "
+                "reduce-scatter and an all-gather for each all-reduce) and the norms and dropouts "
+                "computed on 1/t of the tokens: a few percent faster; nothing at tensor-parallel degree 1",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Ratio:
     rule: Callable[[Knob, KnobValue, Hardware, Contract], Effect | None]
@@ -455,6 +537,51 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
     "moe_dispatch": MOE_DISPATCH,
     "zero_grad": ZERO_GRAD,
     "fsdp": FSDP,
+    "tensor_parallel": Ratio(
+        _degree(cpu=Split(share=0.3, inside=0.30, across=0.30, time_sd=0.25),
+                cuda=Split(share=0.7, inside=0.12, across=0.40, time_sd=0.10)),
+        "Narayanan et al. 2021 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
+        "Megatron-LM': each doubling of the tensor-parallel degree halves the weights, gradients, optimizer "
+        "state and most activations per rank and adds all-reduces; over gloo on a CPU the all-reduces are "
+        "relatively expensive and the runtime is a large share of RSS",
+        "Narayanan et al. 2021 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
+        "Megatron-LM' (Sections 2.3, 3.2, 5.4) and Korthikanti et al. 2022 (Table 2): each doubling "
+        "halves the weights, gradients and optimizer state per GPU (less under ZeRO, which already splits "
+        "the optimizer state over the data-parallel ranks the degree takes) and the activations but the "
+        "layer norms' and dropouts' without sequence parallelism: peak ~30-35% lower per doubling, "
+        "1.6-1.7x per halving; it adds four all-reduces a layer and shrinks the GEMMs, so it is slower "
+        "per doubling on NVLink and much slower across nodes (use the smallest degree that fits, within "
+        "a node)"),
+    "pipeline_parallel": Ratio(
+        _degree(cpu=Split(share=0.3, inside=0.15, across=0.15, time_sd=0.20),
+                cuda=Split(share=0.5, inside=0.05, across=0.05, time_sd=0.08)),
+        "Narayanan et al. 2021 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
+        "Megatron-LM': each stage holds 1/p of the layers; on a CPU the runtime is a large share of RSS "
+        "and each stage waits on the others",
+        "Narayanan et al. 2021 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
+        "Megatron-LM' (Sections 2.2, 3.3, 5.4): each doubling halves the weights, gradients and optimizer "
+        "state per GPU, while under 1F1B the first stage keeps p micro-batches of its l/p layers in "
+        "flight, so activations stay: peak ~25% lower per doubling; the bubble (p-1)/(v·m) of the step grows and "
+        "the point-to-point sends are small, so a little slower per doubling, also across nodes"),
+    "virtual_pipeline": Ratio(
+        _virtual_pipeline,
+        "Narayanan et al. 2021 (Section 2.2.2): interleaved stages cut the pipeline bubble at the price "
+        "of more point-to-point sends; on a CPU no measurement, the memory as on a GPU",
+        "Narayanan et al. 2021 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
+        "Megatron-LM' (Section 2.2.2): v interleaved stages per rank divide the bubble (p-1)/m by v for "
+        "v times the sends (a few percent faster per doubling); Korthikanti et al. 2022 (Section 4.2.3): "
+        "the first stage keeps 1 + (p-1)/(p·v) times the activations in flight (slightly more memory)"),
+    "sequence_parallel": SEQUENCE_PARALLEL,
+    "expert_parallel": Ratio(
+        _degree(cpu=Split(share=0.3, inside=0.15, across=0.15, time_sd=0.20),
+                cuda=Split(share=0.5, inside=0.02, across=0.25, time_sd=0.10)),
+        "Lepikhin et al. 2021 'GShard' and Fedus et al. 2022 'Switch Transformers': each rank holds E/e "
+        "experts; on a CPU the runtime is a large share of RSS and the all-to-alls run over gloo",
+        "Lepikhin et al. 2021 'GShard', Fedus et al. 2022 'Switch Transformers' and Rajbhandari et al. 2022 "
+        "'DeepSpeed-MoE': each doubling of the expert-parallel degree halves the experts (most of a MoE's "
+        "parameters) a GPU holds with their gradients and optimizer state (less under ZeRO, Rajbhandari et "
+        "al. 2020): peak ~25% lower per doubling; the token all-to-alls grow while the expert GEMMs get more tokens "
+        "each, about even inside a node, slower when the all-to-all crosses nodes"),
     "cudnn_benchmark": CUDNN_BENCHMARK,
     "matmul_precision": MATMUL_PRECISION,
     "allocator": ALLOCATOR,
