@@ -443,14 +443,26 @@ def _degree(cpu: Split, cuda: Split) -> Callable[[Knob, KnobValue, Hardware, Con
     return rule
 
 
+IN_FLIGHT_SHARE = 0.2
+"""Share of a pipeline stage's peak that its in-flight activations take (recomputation keeps it small)."""
+
+
+def _in_flight(stages: float) -> float:
+    """Log peak of ``stages`` interleaved stages per rank against none: the first stage keeps
+    1 + (p-1)/(p·v) times the activations in flight (Korthikanti et al. 2022; docs/sim.md,
+    "In flight"), p >> 1 taken, so interleaving costs most at 2 stages and less with more."""
+    return 0.0 if stages <= 1 else math.log1p(IN_FLIGHT_SHARE / stages)
+
+
 def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
     r = _ratio(knob, value)
     if r is None:
         return None
     octaves = math.log2(r)
-    # More stages per rank shrink the pipeline bubble and keep a few more micro-batches in flight.
+    # More stages per rank shrink the pipeline bubble (p-1)/(v·m) for more point-to-point sends.
     time = -0.03 if hw.device == "cuda" else 0.0
-    return Effect(time * octaves, 0.04 + 0.03 * abs(octaves), 0.03 * octaves, 0.04 + 0.03 * abs(octaves))
+    mem = _in_flight(float(value)) - _in_flight(float(knob.default))
+    return Effect(time * octaves, 0.04 + 0.03 * abs(octaves), mem, 0.04 + 0.03 * abs(octaves))
 
 
 SEQUENCE_PARALLEL = Levels(
@@ -570,7 +582,8 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
         "Narayanan et al. 2021 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
         "Megatron-LM' (Section 2.2.2): v interleaved stages per rank divide the bubble (p-1)/m by v for "
         "v times the sends (a few percent faster per doubling); Korthikanti et al. 2022 (Section 4.2.3): "
-        "the first stage keeps 1 + (p-1)/(p·v) times the activations in flight (slightly more memory)"),
+        "the first stage keeps 1 + (p-1)/(p·v) times the activations in flight (more memory than no "
+        "interleaving, most at 2 stages)"),
     "sequence_parallel": SEQUENCE_PARALLEL,
     "expert_parallel": Ratio(
         _degree(cpu=Split(share=0.3, inside=0.15, across=0.15, time_sd=0.20),
