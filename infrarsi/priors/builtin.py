@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi.priors.memory_parts import PartEffect, part_effect
 from infrarsi.priors.types import (
     BASELINE_SD,
     Prior,
@@ -608,10 +609,12 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
 }
 
 
-def _prior(key: str, effect: Effect, source: str) -> Prior:
+def _prior(key: str, effect: Effect, source: str, part: PartEffect | None = None) -> Prior:
+    parted = {} if part is None else {"mem_part": part.part, "mem_part_log_mean": part.log_mean,
+                                      "mem_part_log_sd": max(part.log_sd, BASELINE_SD)}
     return Prior(key=key, time_log_mean=effect.time, time_log_sd=max(effect.time_sd, BASELINE_SD),
                  mem_log_mean=effect.mem, mem_log_sd=max(effect.mem_sd, BASELINE_SD), source=source,
-                 startup_s=effect.startup_s)
+                 startup_s=effect.startup_s, **parted)
 
 
 def builtin_table(context: PriorContext) -> PriorTable:
@@ -623,10 +626,11 @@ def builtin_table(context: PriorContext) -> PriorTable:
         entry = ROLE_TABLE.get(knob.role)
         for value in [knob.default, *knob.domain]:
             key = setting_key(knob.name, value)
+            part = part_effect(knob, value, hw.device, contract)
             if value == knob.default:
-                priors.append(_prior(key, REFERENCE, "baseline: the contract's default"))
+                priors.append(_prior(key, REFERENCE, "baseline: the contract's default", part))
             elif entry is not None and (effect := entry.effect(knob, value, hw, contract)) is not None:
-                priors.append(_prior(key, effect, f"builtin {knob.role}/{hw.device}: {entry.source(hw)}"))
+                priors.append(_prior(key, effect, f"builtin {knob.role}/{hw.device}: {entry.source(hw)}", part))
     for name, declared in context.patches.items():
         key = patch_key(name)
         if declared is not None:

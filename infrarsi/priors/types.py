@@ -45,6 +45,12 @@ class Prior:
     """Where the belief comes from: a paper, documentation, a measurement note, a model, a bank run."""
     startup_s: float = 0.0
     """Expected one-time start-up cost in seconds (compilation): amortized over the planned steps."""
+    mem_part: str = ""
+    """The part of the peak the setting scales, "state" or "activations"; "" for the whole peak
+    (``infrarsi.priors.memory_parts``)."""
+    mem_part_log_mean: float = 0.0
+    mem_part_log_sd: float = 0.0
+    """The log effect on that part alone, which the search's memory model adds to the other part."""
 
     def __post_init__(self) -> None:
         for name in ("time_log_mean", "mem_log_mean"):
@@ -57,7 +63,11 @@ class Prior:
                 raise ValueError(f"prior {self.key!r}: {name}={value!r} must be in (0, {MAX_SD}]")
         if not (math.isfinite(self.startup_s) and self.startup_s >= 0):
             raise ValueError(f"prior {self.key!r}: startup_s={self.startup_s!r} must be finite and >= 0")
-
+        if self.mem_part not in ("", "state", "activations"):
+            raise ValueError(f"prior {self.key!r}: mem_part={self.mem_part!r} must be '', 'state' or 'activations'")
+        if self.mem_part and not (abs(self.mem_part_log_mean) <= MAX_ABS_LOG and 0 < self.mem_part_log_sd <= MAX_SD):
+            raise ValueError(f"prior {self.key!r}: the part's log effect must be within ±{MAX_ABS_LOG:.2f}, "
+                             f"its sd in (0, {MAX_SD}]")
     @property
     def time_factor(self) -> float:
         return math.exp(self.time_log_mean)
@@ -128,6 +138,7 @@ class PriorTable:
                 mem_log_sd=old.mem_log_sd if keep_mem else new.mem_log_sd,
                 startup_s=new.startup_s or old.startup_s,
                 source=new.source + (f"; otherwise {old.source}" if kept_any else ""),
+                **_part_of(new, old),
             )
         return PriorTable(entries)
 
@@ -147,7 +158,7 @@ class PriorTable:
             time = _product(old.time_log_mean, old.time_log_sd, new.time_log_mean, new.time_log_sd, NEUTRAL_TIME_SD)
             mem = _product(old.mem_log_mean, old.mem_log_sd, new.mem_log_mean, new.mem_log_sd, NEUTRAL_MEM_SD)
             entries[key] = Prior(key=key, time_log_mean=time[0], time_log_sd=time[1], mem_log_mean=mem[0],
-                                 mem_log_sd=mem[1], startup_s=new.startup_s or old.startup_s,
+                                 mem_log_sd=mem[1], startup_s=new.startup_s or old.startup_s, **_part_of(new, old),
                                  source=f"{new.source}; combined with {old.source}")
         return PriorTable(entries)
 
@@ -157,6 +168,14 @@ class PriorTable:
     @classmethod
     def from_dict(cls, data: Mapping[str, Mapping[str, Any]]) -> PriorTable:
         return cls({k: Prior.from_dict(v) for k, v in data.items()})
+
+
+def _part_of(new: Prior, old: Prior) -> dict[str, Any]:
+    """The part of the peak ``new`` scales, or ``old``'s where ``new`` (a bank's measured whole-peak
+    effect, a model's answer) names none."""
+    source = new if new.mem_part else old
+    return {"mem_part": source.mem_part, "mem_part_log_mean": source.mem_part_log_mean,
+            "mem_part_log_sd": source.mem_part_log_sd}
 
 
 def _product(mean: float, sd: float, new_mean: float, new_sd: float, neutral: float) -> tuple[float, float]:

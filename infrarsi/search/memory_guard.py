@@ -72,11 +72,23 @@ def interaction(space: SearchSpace, indicator: np.ndarray, measured: np.ndarray,
 def oom_dominated(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray, oomed: np.ndarray) -> np.ndarray:
     """Rows of ``indicator`` that hold, in every dimension where they differ from one of the
     ``oomed`` rows, a setting hungrier (by the fitted per-setting log ``effect``) than that row's."""
+    return _against_oomed(space, effect, indicator, oomed, hungrier=True)
+
+
+def oom_savers(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray, oomed: np.ndarray) -> np.ndarray:
+    """Rows of ``indicator`` that differ from one of the ``oomed`` rows only by memory savers: in
+    every dimension where they differ, a setting cheaper than that row's."""
+    return _against_oomed(space, effect, indicator, oomed, hungrier=False)
+
+
+def _against_oomed(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray, oomed: np.ndarray, *,
+                   hungrier: bool) -> np.ndarray:
     out = np.zeros(len(indicator), dtype=bool)
     if not len(oomed):
         return out
     paid, paid_oom = dim_prices(space, effect, indicator), dim_prices(space, effect, oomed)
     codes, codes_oom = dim_codes(space, indicator), dim_codes(space, oomed)
     for paid_row, code_row in zip(paid_oom, codes_oom, strict=True):
-        out |= np.all((codes == code_row) | (paid >= paid_row + HUNGRIER), axis=1)
+        moved = paid >= paid_row + HUNGRIER if hungrier else paid <= paid_row - HUNGRIER
+        out |= np.all((codes == code_row) | moved, axis=1)
     return out

@@ -1,4 +1,4 @@
-"""Censored (Tobit) regression of log peak memory on the encoded settings.
+"""Censored (Tobit) regression of log peak memory on the encoded settings, as a sum of two parts.
 
 An OOM trial only tells us its peak was above the budget: it is a right-censored observation at
 log(budget) (or at the level the watchdog saw, if higher). A trial that ended early for another
@@ -10,6 +10,13 @@ The weights get a weak Gaussian prior toward the prior effects (their sds widene
 ``prior_weakening``, correlations between a knob's columns kept), the intercept a vague one, and
 log sigma a weak one so a handful of points cannot collapse the noise to zero. Parameter
 uncertainty comes from the Laplace approximation.
+
+A peak is the state plus the activations (``infrarsi.priors.memory_parts``): a setting whose prior
+names a part scales that part only, every other one both, each part log-additive, so
+``log peak = c + log((1 - s)·exp(x·w_state) + s·exp(x·w_activations))`` where ``s`` is the
+activations' share at the baseline, fitted too. Micro-batch 8 then costs what the activations
+weigh in the candidate, not at the baseline: little under full recomputation, most without it.
+Where no setting names a part, both parts move together and the model is the additive one.
 """
 
 from __future__ import annotations
@@ -19,11 +26,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import ndtr
+from scipy.special import expit, log_expit, ndtr
 
 from infrarsi.priors.types import PriorTable
 from infrarsi.records import MemoryPriceRow
-from infrarsi.search.effects import SettingPriors, coefficient_prior, loosened, setting_priors
+from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.search.memory_curve import refit_untried
 from infrarsi.search.memory_guard import interaction
 from infrarsi.search.space import SearchSpace
@@ -38,6 +45,8 @@ make every candidate a coin flip on memory."""
 _SIGMA_PRIOR = (math.log(0.1), 1.0)
 """log sigma ~ N(log 0.1, 1): peaks repeat within ~10%, give or take an e-fold."""
 _INTERCEPT_SD = 10.0
+_SHARE_SD = 1.0
+"""The activations' share at the baseline, in logit: the priors' implied share, give or take an e-fold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +86,58 @@ def memory_data(space: SearchSpace, history: list[TrialResult]) -> MemoryData:
     return MemoryData(space.indicator(trials), np.array(ys), np.array(cens, dtype=bool))
 
 
+@dataclass(frozen=True, slots=True)
+class PeakParts:
+    """Which part of the peak each setting and feature column scales, the settings' effects on
+    their part, and the prior on the activations' share at the baseline."""
+
+    setting_part: np.ndarray
+    """Per ``space.setting_keys``: "state", "activations" or "" (the whole peak)."""
+    mean: np.ndarray
+    sd: np.ndarray
+    state_cols: np.ndarray
+    """Per feature column: 1 where it moves the state (its knob names no part, or the state)..."""
+    act_cols: np.ndarray
+    """...and where it moves the activations."""
+    share_logit: float
+
+    @property
+    def parted(self) -> np.ndarray:
+        return self.setting_part != ""
+
+
+def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
+    n = len(space.setting_keys)
+    part, mean, sd = np.full(n, "", dtype=object), np.zeros(n), np.full(n, UNKNOWN_LOG_SD)
+    implied = []
+    for i, key in enumerate(space.setting_keys):
+        prior = priors.get(key) if key in priors else None
+        if prior is None or not prior.mem_part:
+            continue
+        part[i], mean[i], sd[i] = prior.mem_part, prior.mem_part_log_mean, prior.mem_part_log_sd
+        # The whole-peak belief is the part's at the share the source assumed: (1-s) + s·e^part.
+        whole, own = math.expm1(prior.mem_log_mean), math.expm1(prior.mem_part_log_mean)
+        if abs(whole) > 0.1 and abs(own) > 0.2 and 0 < whole / own < 1:
+            implied.append(whole / own if prior.mem_part == "activations" else 1 - whole / own)
+    knob_part = {space.knob_of(k): p for k, p in zip(space.setting_keys, part) if p}
+    for i, key in enumerate(space.setting_keys):
+        if not part[i] and space.knob_of(key) in knob_part:
+            part[i] = knob_part[space.knob_of(key)]  # a value no rule priced: its part, no belief
+    cols = [knob_part.get(c.dim, "") for c in space.columns]
+    share = float(np.clip(np.median(implied), 0.05, 0.95)) if implied else 0.5
+    return PeakParts(part.astype(str), mean, sd, np.array([c != "activations" for c in cols], dtype=float),
+                     np.array([c != "state" for c in cols], dtype=float), math.log(share / (1 - share)))
+
+
 class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0):
         self.space = space
         self.priors = priors or PriorTable()
         self.prior_weakening = prior_weakening
         self.setting_prior = setting_priors(space, self.priors, "mem")
-        self._use_prior(self.setting_prior)
+        """Whole-peak effects: what a trial's data are checked against."""
+        self.parts = peak_parts(space, self.priors)
+        self._use_prior(self._model_prior(self.setting_prior))
         self.contradicted: set[str] = set()
         """Settings whose memory prior the data contradict: it stops steering (as in the time model)."""
         self.fitted = False
@@ -97,6 +151,13 @@ class MemoryModel:
         mean, precision = coefficient_prior(self.space, prior)
         self.prior_mean = mean
         self.prior_precision = precision / self.prior_weakening**2
+
+    def _model_prior(self, whole: SettingPriors, loose: np.ndarray | None = None) -> SettingPriors:
+        """The settings' priors as the weights read them: a parted setting's is its effect on its
+        part (unknown where no rule priced it), unless ``loose`` says the data contradicted it."""
+        use = self.parts.parted if loose is None else self.parts.parted & ~loose
+        return SettingPriors(np.where(use, self.parts.mean, whole.mean), np.where(use, self.parts.sd, whole.sd),
+                             whole.known | use)
 
     def fit(self, history: list[TrialResult]) -> MemoryModel:
         self.data = memory_data(self.space, history)
@@ -120,28 +181,46 @@ class MemoryModel:
         ``prior_check``) lose their mean and widen to hold what the data show (every compile=True
         trial OOMing while compile's prior says "no memory change" must move compile's price, not
         spread the blame over micro-batch and patches); and a power-of-two knob's untried values
-        follow its curve through the measured ones (``memory_curve``)."""
+        follow its curve through the measured ones (``memory_curve``). A parted setting keeps its
+        part's prior: the data-only fit is additive, so where the parts' mix moves (micro-batch
+        under recomputation and without) it would call the structure wrong, and the mix is fitted."""
         self.contradicted = set()
         effects, sds = MemoryModel(self.space).fit_arrays(X, self.data.y, self.data.censored).setting_effects()
         revised, hit = loosened(self.setting_prior, self.data.indicator, effects, sds, known_only=True)
         self.contradicted = {k for k, h in zip(self.space.setting_keys, hit) if h}
+        revised = self._model_prior(revised, hit & ~self.parts.parted)
         # The curve goes through effects fitted with the other settings' priors: trials that move
         # several knobs at once leave a data-only fit unable to tell their prices apart.
         self._use_prior(revised)
         effects, sds = self.fit_arrays(X, self.data.y, self.data.censored).setting_effects()
         mean, sd, known = revised.mean.copy(), revised.sd.copy(), revised.known.copy()
         peaks = self.data.indicator[~self.data.censored].sum(axis=0) > 0
+        # A parted knob's untried values follow from its part, whose share the fit holds.
+        curved = np.where(self.parts.parted, 0.0, self.space.setting_log2)
         refit_untried(mean, sd, known, [self.space.knob_of(k) for k in self.space.setting_keys],
-                      self.space.setting_log2, peaks, effects, sds)
+                      curved, peaks, effects, sds)
         return SettingPriors(mean, sd, known)
 
-    def _unpack(self, theta: np.ndarray) -> tuple[float, np.ndarray, float]:
-        return theta[0], theta[1:-1], theta[-1]
+    def _unpack(self, theta: np.ndarray) -> tuple[float, float, np.ndarray, float]:
+        """Intercept (log peak at the baseline), activations' share in logit, weights, log sigma."""
+        return theta[0], theta[1], theta[2:-1], theta[-1]
 
-    def _objective(self, theta, Xa, y, censored, b0):
-        b, w, s = self._unpack(theta)
+    def _mean_jac(self, params: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log peak of each row of ``X`` under ``params`` (theta without log sigma), and its
+        Jacobian in them."""
+        c, q, w = params[0], params[1], params[2:]
+        state = log_expit(-q) + X @ (w * self.parts.state_cols)
+        act = log_expit(q) + X @ (w * self.parts.act_cols)
+        total = np.logaddexp(state, act)
+        to_state, to_act = np.exp(state - total), np.exp(act - total)
+        jac = np.column_stack([np.ones(len(X)), to_act - expit(q),
+                               X * (to_state[:, None] * self.parts.state_cols + to_act[:, None] * self.parts.act_cols)])
+        return c + total, jac
+
+    def _objective(self, theta, X, y, censored, b0):
+        b, q, w, s = self._unpack(theta)
         sigma = math.exp(s)
-        z = Xa @ theta[:-1]
+        z, jac = self._mean_jac(theta[:-1], X)
         obs = ~censored
         r = (y[obs] - z[obs]) / sigma
         a = (y[censored] - z[censored]) / sigma
@@ -155,51 +234,52 @@ class MemoryModel:
         s0, s_sd = _SIGMA_PRIOR
         dw = w - self.prior_mean
         prior_grad = self.prior_precision @ dw
-        nll += 0.5 * dw @ prior_grad + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * ((s - s0) / s_sd) ** 2
-        grad_beta = Xa.T @ d_z
-        grad_beta[0] += (b - b0) / _INTERCEPT_SD**2
-        grad_beta[1:] += prior_grad
-        return nll, np.append(grad_beta, d_s + (s - s0) / s_sd**2)
+        q_off = q - self.parts.share_logit
+        nll += (0.5 * dw @ prior_grad + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * (q_off / _SHARE_SD) ** 2
+                + 0.5 * ((s - s0) / s_sd) ** 2)
+        grad = jac.T @ d_z
+        grad[0] += (b - b0) / _INTERCEPT_SD**2
+        grad[1] += q_off / _SHARE_SD**2
+        grad[2:] += prior_grad
+        return nll, np.append(grad, d_s + (s - s0) / s_sd**2)
 
     def fit_arrays(self, X: np.ndarray, y: np.ndarray, censored: np.ndarray) -> MemoryModel:
         """Fit on encoded features ``X`` and log peaks ``y`` (lower bounds where ``censored``)."""
         censored = np.asarray(censored, dtype=bool)
-        Xa = np.hstack([np.ones((len(y), 1)), X])
         b0 = float(np.mean(y))
-        theta0 = self._theta if self._theta is not None and len(self._theta) == Xa.shape[1] + 1 else \
-            np.concatenate([[b0], self.prior_mean, [_SIGMA_PRIOR[0]]])
-        bounds = [(None, None)] * (1 + X.shape[1]) + [_SIGMA_BOUNDS]
+        theta0 = self._theta if self._theta is not None and len(self._theta) == X.shape[1] + 3 else \
+            np.concatenate([[b0, self.parts.share_logit], self.prior_mean, [_SIGMA_PRIOR[0]]])
+        bounds = [(None, None)] * (2 + X.shape[1]) + [_SIGMA_BOUNDS]
         res = minimize(
-            self._objective, theta0, args=(Xa, y, censored, b0), jac=True, method="L-BFGS-B", bounds=bounds
+            self._objective, theta0, args=(X, y, censored, b0), jac=True, method="L-BFGS-B", bounds=bounds
         )
         self._theta = res.x
-        self.intercept, self.coef, log_sigma = self._unpack(res.x)
+        self.intercept, _, _, log_sigma = self._unpack(res.x)
         self.sigma = math.exp(log_sigma)
-        self.cov = self._laplace_cov(Xa, y, censored, res.x)
+        self.cov = self._laplace_cov(X, y, censored, res.x)
         self.fitted = True
         return self
 
-    def _laplace_cov(self, Xa, y, censored, theta) -> np.ndarray:
-        """Covariance of (intercept, weights): the inverse Hessian of the negative log posterior."""
-        z = Xa @ theta[:-1]
+    def _laplace_cov(self, X, y, censored, theta) -> np.ndarray:
+        """Covariance of (intercept, share, weights): the inverse Gauss-Newton Hessian of the
+        negative log posterior."""
+        z, jac = self._mean_jac(theta[:-1], X)
         a = (y[censored] - z[censored]) / self.sigma
         _, mills = tail_terms(a)
         h = np.full(len(y), 1.0 / self.sigma**2)
         h[censored] = mills * (mills - a) / self.sigma**2
-        prior_prec = np.zeros((Xa.shape[1], Xa.shape[1]))
+        prior_prec = np.zeros((jac.shape[1], jac.shape[1]))
         prior_prec[0, 0] = 1.0 / _INTERCEPT_SD**2
-        prior_prec[1:, 1:] = self.prior_precision
-        hessian = Xa.T @ (Xa * h[:, None]) + prior_prec
-        return np.linalg.inv(hessian)
+        prior_prec[1, 1] = 1.0 / _SHARE_SD**2
+        prior_prec[2:, 2:] = self.prior_precision
+        return np.linalg.inv(jac.T @ (jac * h[:, None]) + prior_prec)
 
     # --- predictions -----------------------------------------------------------------------
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Log peak mean and predictive sd (noise plus parameter uncertainty)."""
-        Xa = np.hstack([np.ones((len(X), 1)), X])
-        mean = Xa @ np.concatenate([[self.intercept], self.coef])
-        param_var = np.einsum("ij,jk,ik->i", Xa, self.cov, Xa)
-        return mean, np.sqrt(self.sigma**2 + param_var)
+        mean, jac = self._mean_jac(self._theta[:-1], X)
+        return mean, np.sqrt(self.sigma**2 + np.einsum("ij,jk,ik->i", jac, self.cov, jac))
 
     def p_fits(self, X: np.ndarray, budget_bytes: float, indicator: np.ndarray | None = None) -> np.ndarray:
         """P(peak <= budget) for each encoded row; 1 when nothing is known yet. With the rows'
@@ -217,10 +297,12 @@ class MemoryModel:
         return ndtr((math.log(budget_bytes) - mean) / sd)
 
     def setting_effects(self) -> tuple[np.ndarray, np.ndarray]:
-        """Fitted log effect and its sd for every ``space.setting_keys`` entry."""
-        deltas = self.space.setting_deltas
-        cov_w = self.cov[1:, 1:]
-        return deltas @ self.coef, np.sqrt(np.einsum("ij,jk,ik->i", deltas, cov_w, deltas))
+        """Fitted log effect on the baseline's peak and its sd for every ``space.setting_keys`` entry."""
+        params = self._theta[:-1]
+        mean, jac = self._mean_jac(params, self.space.setting_deltas)
+        base, base_jac = self._mean_jac(params, np.zeros((1, self.space.n_features)))
+        diff = jac - base_jac
+        return mean - base, np.sqrt(np.einsum("ij,jk,ik->i", diff, self.cov, diff))
 
     def prices(self) -> list[MemoryPrice]:
         effect, sd = self.setting_effects()
