@@ -626,7 +626,7 @@ def builtin_table(context: PriorContext) -> PriorTable:
         entry = ROLE_TABLE.get(knob.role)
         for value in [knob.default, *knob.domain]:
             key = setting_key(knob.name, value)
-            part = part_effect(knob, value, hw.device, contract)
+            part = part_effect(knob, value, hw, contract)
             if value == knob.default:
                 priors.append(_prior(key, REFERENCE, "baseline: the contract's default", part))
             elif entry is not None and (effect := entry.effect(knob, value, hw, contract)) is not None:

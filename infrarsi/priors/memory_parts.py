@@ -17,10 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
 
+if TYPE_CHECKING:  # importing it imports torch; the rules read the device and the GPU count
+    from infrarsi.records.hardware import HardwareFingerprint as Hardware
+
 STATE, ACTIVATIONS = "state", "activations"
+Rule = Callable[[Knob, KnobValue, "Hardware", Contract], "PartEffect | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +53,13 @@ def _text(value: KnobValue) -> str:
     return str(value).strip().lower().replace("-", "_").replace(" ", "_")
 
 
-def _micro_batch(knob: Knob, value: KnobValue, device: str, contract: Contract) -> PartEffect | None:
+def _micro_batch(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
     r = _ratio(knob, value)
     # Every activation is per sample: exactly linear in the micro-batch.
     return None if r is None else PartEffect(ACTIVATIONS, math.log(r), 0.05)
 
 
-def _grad_accum(knob: Knob, value: KnobValue, device: str, contract: Contract) -> PartEffect | None:
+def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
     r = _ratio(knob, value)
     if r is None or contract.by_role("micro_batch"):
         return None  # with a micro-batch knob, accumulation follows it and has no effect of its own
@@ -80,9 +85,9 @@ def _recompute_level(value: KnobValue) -> str:
 
 
 def _levels(table: dict[str, dict[str, tuple[float, float]]], canon: Callable[[KnobValue], str | None],
-            part: str) -> Callable[[Knob, KnobValue, str, Contract], PartEffect | None]:
-    def rule(knob: Knob, value: KnobValue, device: str, contract: Contract) -> PartEffect | None:
-        levels = table["cuda" if device == "cuda" else "cpu"]
+            part: str) -> Rule:
+    def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
+        levels = table["cuda" if hw.device == "cuda" else "cpu"]
         a, b = canon(value), canon(knob.default)
         if a is None or b is None:
             return None
@@ -92,13 +97,38 @@ def _levels(table: dict[str, dict[str, tuple[float, float]]], canon: Callable[[K
     return rule
 
 
-_SHARDING = {
-    # ZeRO stage s on d ranks keeps 18 bytes per parameter as 6 + 12/d, 2 + 16/d, 18/d (plus
-    # working weights): about these at d = 8 (Rajbhandari et al. 2020; docs/sim.md, "Memory").
-    "cuda": {"0": (0.0, 0.0), "1": (-0.8, 0.4), "2": (-1.3, 0.5), "3": (-1.8, 0.6)},
-    # On a CPU the runtime is part of the state and is not sharded.
-    "cpu": {"0": (0.0, 0.0), "1": (-0.15, 0.3), "2": (-0.3, 0.3), "3": (-0.5, 0.4)},
-}
+_SHARDING_CPU = {"0": (0.0, 0.0), "1": (-0.15, 0.3), "2": (-0.3, 0.3), "3": (-0.5, 0.4)}
+"""On a CPU the runtime is part of the state and is not sharded."""
+REPLICATED = {"0": 18.0, "1": 6.0, "2": 2.0, "3": 0.0}
+"""Bytes per parameter each data-parallel rank keeps whole at each ZeRO stage, of Megatron's 18
+(bf16 weight 2, fp32 gradient 4, fp32 master weight and Adam's moments 12); the rest is divided
+over the d ranks (Rajbhandari et al. 2020; docs/sim.md, "Memory")."""
+WORKING_WEIGHTS = 0.05
+"""ZeRO 3's gathered layers and prefetch buffers, as a share of the unsharded state."""
+
+
+def _data_parallel(hw: Hardware, contract: Contract) -> float:
+    """The baseline's data-parallel degree: the GPUs its model-parallel degrees leave."""
+    degrees = [k.default for role in ("tensor_parallel", "pipeline_parallel") for k in contract.by_role(role)]
+    split = math.prod(float(v) for v in degrees if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    return max(hw.gpu_count / split, 1.0)
+
+
+def _state_kept(stage: str, d: float) -> float:
+    replicated = REPLICATED[stage]
+    return (replicated + (18 - replicated) / d) / 18 + (WORKING_WEIGHTS if stage == "3" and d > 1 else 0.0)
+
+
+def _sharding(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
+    a, b = sharding_stage(value), sharding_stage(knob.default)
+    if a is None or b is None:
+        return None
+    if hw.device != "cuda" or not hw.gpu_count:
+        (mean, sd), (ref, ref_sd) = _SHARDING_CPU[a], _SHARDING_CPU[b]
+        return PartEffect(STATE, mean - ref, max(math.hypot(sd, ref_sd), 0.02))
+    # Exact at the baseline's layout; a layout with more data-parallel ranks shards further.
+    d = _data_parallel(hw, contract)
+    return PartEffect(STATE, math.log(_state_kept(a, d) / _state_kept(b, d)), 0.3 if a != b else 0.02)
 
 
 def sharding_stage(value: KnobValue) -> str | None:
@@ -127,14 +157,14 @@ _SEQUENCE_PARALLEL = {
 }
 
 
-def _split(share: float, sd: float) -> Callable[[Knob, KnobValue, str, Contract], PartEffect | None]:
+def _split(share: float, sd: float) -> Rule:
     """A degree dividing ``share`` of the state (on a GPU; half as much on a CPU, whose runtime it
     does not divide)."""
-    def rule(knob: Knob, value: KnobValue, device: str, contract: Contract) -> PartEffect | None:
+    def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
         r = _ratio(knob, value)
         if r is None:
             return None
-        s = share if device == "cuda" else share / 2
+        s = share if hw.device == "cuda" else share / 2
         return PartEffect(STATE, math.log1p(s * (1 / r - 1)), sd)
 
     return rule
@@ -145,18 +175,18 @@ def _in_flight(stages: float) -> float:
     return 1.0 if stages <= 1 else 1.0 + 1.0 / stages
 
 
-def _virtual_pipeline(knob: Knob, value: KnobValue, device: str, contract: Contract) -> PartEffect | None:
+def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
     r = _ratio(knob, value)
     if r is None:
         return None
     return PartEffect(ACTIVATIONS, math.log(_in_flight(float(value)) / _in_flight(float(knob.default))), 0.1)
 
 
-PART_RULES: dict[str, Callable[[Knob, KnobValue, str, Contract], PartEffect | None]] = {
+PART_RULES: dict[str, Rule] = {
     "micro_batch": _micro_batch,
     "grad_accum": _grad_accum,
     "activation_checkpointing": _levels(_RECOMPUTE, _recompute_level, ACTIVATIONS),
-    "fsdp": _levels(_SHARDING, sharding_stage, STATE),
+    "fsdp": _sharding,
     # Each stage holds 1/p of the layers, while under 1F1B the first keeps p micro-batches of its
     # l/p layers in flight: the activations stay (Narayanan et al. 2021, Section 2.2).
     "pipeline_parallel": _split(1.0, 0.1),
@@ -167,7 +197,7 @@ PART_RULES: dict[str, Callable[[Knob, KnobValue, str, Contract], PartEffect | No
 }
 
 
-def part_effect(knob: Knob, value: KnobValue, device: str, contract: Contract) -> PartEffect | None:
+def part_effect(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
     """The effect of ``knob`` at ``value`` on its part of the peak, or None where it scales the whole."""
     rule = PART_RULES.get(knob.role)
-    return None if rule is None else rule(knob, value, device, contract)
+    return None if rule is None else rule(knob, value, hw, contract)

@@ -66,19 +66,22 @@ def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, s
     return SettingPriors(np.where(hit, 0.0, prior.mean), np.where(hit, wide, prior.sd), prior.known), hit
 
 
-def coefficient_prior(space: SearchSpace, prior: SettingPriors) -> tuple[np.ndarray, np.ndarray]:
+def coefficient_prior(space: SearchSpace, prior: SettingPriors,
+                      column_sd: float | np.ndarray = UNKNOWN_LOG_SD) -> tuple[np.ndarray, np.ndarray]:
     """Gaussian prior (mean, precision matrix) on the feature coefficients implied by the setting priors.
 
     Each setting's prior is a noisy observation of its row of ``setting_deltas`` (weights
     1/sd^2); every column also gets a vague N(0, UNKNOWN_LOG_SD^2). Several columns describe one
     knob (a log2 trend plus one-hot deviations), so their coefficients are strongly correlated:
     the full precision keeps each setting's prior as tight as its source said, where independent
-    per-column sds would add up to a far wider one.
+    per-column sds would add up to a far wider one. ``column_sd`` is that vague sd (per column,
+    or one for all): it shrinks every setting's prior toward zero, by little where the effects are
+    small against it.
     """
     deltas = space.setting_deltas
     p = space.n_features
     weights = 1.0 / prior.sd**2
-    precision = deltas.T @ (deltas * weights[:, None]) + np.eye(p) / UNKNOWN_LOG_SD**2
+    precision = deltas.T @ (deltas * weights[:, None]) + np.diag(np.broadcast_to(np.asarray(column_sd) ** -2.0, p))
     mean = np.linalg.solve(precision, deltas.T @ (weights * prior.mean))
     return mean, precision
 

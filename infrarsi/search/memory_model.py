@@ -28,7 +28,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit, ndtr
 
-from infrarsi.priors.types import PriorTable
+from infrarsi.priors.types import MAX_SD, PriorTable
 from infrarsi.records import MemoryPriceRow
 from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.search.memory_curve import refit_untried
@@ -45,6 +45,8 @@ make every candidate a coin flip on memory."""
 _SIGMA_PRIOR = (math.log(0.1), 1.0)
 """log sigma ~ N(log 0.1, 1): peaks repeat within ~10%, give or take an e-fold."""
 _INTERCEPT_SD = 10.0
+PART_COLUMN_SD = MAX_SD
+"""The vague prior of a feature column that moves one part only."""
 _SHARE_SD = 1.0
 """The activations' share at the baseline, in logit: the priors' implied share, give or take an e-fold."""
 
@@ -105,6 +107,10 @@ class PeakParts:
     def parted(self) -> np.ndarray:
         return self.setting_part != ""
 
+    @property
+    def parted_cols(self) -> np.ndarray:
+        return (self.state_cols * self.act_cols) == 0
+
 
 def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
     n = len(space.setting_keys)
@@ -148,7 +154,10 @@ class MemoryModel:
     # --- fitting ---------------------------------------------------------------------------
 
     def _use_prior(self, prior: SettingPriors) -> None:
-        mean, precision = coefficient_prior(self.space, prior)
+        # A part's effects are large (no recomputation: e^3 the activations), and the columns'
+        # vague prior would halve them.
+        mean, precision = coefficient_prior(self.space, prior, np.where(self.parts.parted_cols, PART_COLUMN_SD,
+                                                                         UNKNOWN_LOG_SD))
         self.prior_mean = mean
         self.prior_precision = precision / self.prior_weakening**2
 

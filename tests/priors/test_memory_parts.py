@@ -1,12 +1,13 @@
 """Built-in beliefs about which part of the peak (the state, the activations) each role scales."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from infrarsi.priors import builtin_table
-from infrarsi.priors.memory_parts import sharding_stage
-from tests.priors.conftest import knob
+from infrarsi.priors.memory_parts import WORKING_WEIGHTS, sharding_stage
+from tests.priors.conftest import hardware, knob
 
 
 def test_builtin_priors_name_the_part_each_role_scales(make_context, contract_with, device):
@@ -19,12 +20,34 @@ def test_builtin_priors_name_the_part_each_role_scales(make_context, contract_wi
     assert table.get("mb=4").mem_part_log_mean == pytest.approx(math.log(4))
     assert table.get("ckpt=False").mem_part == "activations" and table.get("ckpt=False").mem_part_log_mean > 0
     assert table.get("pp=2").mem_part == "state" and table.get("pp=2").mem_part_log_mean < 0
-    # ZeRO 3 shards more than ZeRO 1, which shards more than none: the whole-peak belief reads 1 and 3 alike.
-    zero = {v: table.get(f"zero_stage={v}") for v in (0, 2, 3)}
-    assert {p.mem_part for p in zero.values()} == {"state"}
-    assert zero[0].mem_part_log_mean > 0 > zero[2].mem_part_log_mean > zero[3].mem_part_log_mean
+    assert {table.get(f"zero_stage={v}").mem_part for v in (0, 2, 3)} == {"state"}
     # Tensor parallelism divides both parts: it scales the whole peak.
     assert table.get("tp=2").mem_part == ""
+
+
+def _zero_table(make_context, contract_with, device, gpus):
+    knobs = [knob("zero_stage", "fsdp", "int", 1, [0, 1, 2, 3]), knob("tp", "tensor_parallel", "int", 8, [1, 2, 4, 8])]
+    hw = replace(hardware(device), gpu_count=gpus) if device == "cuda" else hardware(device)
+    table = builtin_table(make_context(device, contract=contract_with(knobs), hardware=hw))
+    return {v: table.get(f"zero_stage={v}").mem_part_log_mean for v in (0, 2, 3)}
+
+
+def test_zero_stages_shard_the_state_in_order(make_context, contract_with, device):
+    """ZeRO 3 shards more than ZeRO 2, which shards more than ZeRO 1 and none: the whole-peak
+    belief (sharding on or off) reads 1 and 3 alike."""
+    zero = _zero_table(make_context, contract_with, device, gpus=64)
+    assert zero[0] > 0 > zero[2] > zero[3]
+
+
+def test_on_gpus_a_zero_stage_keeps_its_share_of_the_state_at_the_baselines_data_parallel_degree(
+        make_context, contract_with):
+    # 64 GPUs over tensor-parallel 8: 8 data-parallel ranks. ZeRO 1 keeps 6 + 12/8 of 18 bytes per
+    # parameter; ZeRO 3 18/8, plus its gathered working weights.
+    zero = _zero_table(make_context, contract_with, "cuda", gpus=64)
+    assert zero[0] == pytest.approx(math.log(18 / 7.5))
+    assert zero[3] == pytest.approx(math.log((2.25 / 18 + WORKING_WEIGHTS) / (7.5 / 18)))
+    # One data-parallel rank has nothing to shard over.
+    assert set(_zero_table(make_context, contract_with, "cuda", gpus=8).values()) == {0.0}
 
 
 @pytest.mark.parametrize("value,stage", [(0, "0"), ("3", "3"), ("full_shard", "3"), ("SHARD_GRAD_OP", "2"),
