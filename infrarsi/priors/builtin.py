@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
-from infrarsi.priors.memory_parts import PartEffect, part_effect
+from infrarsi.priors.memory_parts import PartEffect, part_effect, value_ratio
 from infrarsi.priors.types import (
     BASELINE_SD,
     Prior,
@@ -266,16 +266,6 @@ ALLOCATOR = Levels(
 # ---------------------------------------------------------------- ratio roles
 
 
-def _ratio(knob: Knob, value: KnobValue) -> float | None:
-    if isinstance(value, bool) or isinstance(knob.default, bool):
-        return None
-    try:
-        v, d = float(value), float(knob.default)
-    except (TypeError, ValueError):
-        return None
-    return v / d if v > 0 and d > 0 else None
-
-
 def batch_effect(r: float, device: str) -> Effect:
     """Micro-batch scaled by r at a fixed global batch: bigger kernels, more activations."""
     lr = math.log(r)
@@ -289,12 +279,12 @@ def batch_effect(r: float, device: str) -> Effect:
 
 
 def _micro_batch(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     return None if r is None else batch_effect(r, hw.device)
 
 
 def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None:
         return None
     if contract.by_role("micro_batch"):
@@ -355,14 +345,14 @@ def _workers(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> 
 
 
 def _bucket(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None:
         return None
     return Effect(-0.01 * math.log(r) if hw.device == "cuda" else 0.0, 0.03 + 0.02 * abs(math.log(r)), 0.0, 0.03)
 
 
 def _nproc(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None:
         return None
     lr = math.log(r)
@@ -379,7 +369,7 @@ def _nproc(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Ef
 
 
 def _logging(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None:
         return None
     # The log step's share of a step at the default interval, of which 1 - 1/r goes away.
@@ -433,7 +423,7 @@ def _on(contract: Contract, role: str) -> bool:
 
 def _degree(cpu: Split, cuda: Split) -> Callable[[Knob, KnobValue, Hardware, Contract], Effect | None]:
     def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-        r = _ratio(knob, value)
+        r = value_ratio(knob, value)
         if r is None:
             return None
         split = cuda if hw.device == "cuda" else cpu
@@ -456,7 +446,7 @@ def _in_flight(stages: float) -> float:
 
 
 def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None:
         return None
     octaves = math.log2(r)

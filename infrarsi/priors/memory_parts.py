@@ -37,7 +37,8 @@ class PartEffect:
     log_sd: float
 
 
-def _ratio(knob: Knob, value: KnobValue) -> float | None:
+def value_ratio(knob: Knob, value: KnobValue) -> float | None:
+    """``value`` over the knob's default, where both are positive numbers (not booleans)."""
     if isinstance(value, bool) or isinstance(knob.default, bool):
         return None
     try:
@@ -54,19 +55,18 @@ def _text(value: KnobValue) -> str:
 
 
 def _micro_batch(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     # Every activation is per sample: exactly linear in the micro-batch.
     return None if r is None else PartEffect(ACTIVATIONS, math.log(r), 0.05)
 
 
 def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None or contract.by_role("micro_batch"):
         return None  # with a micro-batch knob, accumulation follows it and has no effect of its own
     return PartEffect(ACTIVATIONS, -math.log(r), 0.05)
 
 
-RECOMPUTE_LEVELS = {"off": 0, "selective": 1, "on": 2}
 _RECOMPUTE = {
     # Selective drops the attention scores (5as/h of 34 + 5as/h bytes per token and hidden unit);
     # full keeps each layer's input, 2 of them, plus one layer's while it runs.
@@ -161,7 +161,7 @@ def _split(share: float, sd: float) -> Rule:
     """A degree dividing ``share`` of the state (on a GPU; half as much on a CPU, whose runtime it
     does not divide)."""
     def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
-        r = _ratio(knob, value)
+        r = value_ratio(knob, value)
         if r is None:
             return None
         s = share if hw.device == "cuda" else share / 2
@@ -176,7 +176,7 @@ def _in_flight(stages: float) -> float:
 
 
 def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
-    r = _ratio(knob, value)
+    r = value_ratio(knob, value)
     if r is None:
         return None
     return PartEffect(ACTIVATIONS, math.log(_in_flight(float(value)) / _in_flight(float(knob.default))), 0.1)

@@ -68,6 +68,7 @@ class Prior:
         if self.mem_part and not (abs(self.mem_part_log_mean) <= MAX_ABS_LOG and 0 < self.mem_part_log_sd <= MAX_SD):
             raise ValueError(f"prior {self.key!r}: the part's log effect must be within ±{MAX_ABS_LOG:.2f}, "
                              f"its sd in (0, {MAX_SD}]")
+
     @property
     def time_factor(self) -> float:
         return math.exp(self.time_log_mean)

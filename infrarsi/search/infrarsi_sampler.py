@@ -41,8 +41,9 @@ EI_P_FITS = (0.5, 0.8)
 """Expected improvement chooses among candidates at least this likely to fit, while any is: an
 OOM teaches the memory model one bound and the time model nothing. Even odds until a trial has run
 out of memory, so an optimum at the memory's edge stays within reach; surer after it (on the
-simulated clusters OOM trials per run fell from 0.7-3.0 to 0.6-1.6), except for an OOMed trial
-with memory savers only, which keeps even odds: the pairing is how a hungry fast setting runs."""
+simulated clusters OOM trials per run fell from 0.7-3.0 to 0.6-1.6: docs/benchmarks.md, "The peak
+as a sum of parts"), except for an OOMed trial with memory savers only, which keeps even odds: the
+pairing is how a hungry fast setting runs."""
 TRUST_DISTANCE = 2
 """Expected improvement and the memory pairing choose within this many dimensions of a trial that
 ran in memory, while any candidate there is left: the memory model is additive, and further out

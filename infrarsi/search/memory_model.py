@@ -113,6 +113,8 @@ class PeakParts:
 
 
 def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
+    """The parts ``priors`` name (``Prior.mem_part``) for ``space``'s settings and columns: a knob
+    with a part for any value moves that part only."""
     n = len(space.setting_keys)
     part, mean, sd = np.full(n, "", dtype=object), np.zeros(n), np.full(n, UNKNOWN_LOG_SD)
     implied = []
