@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
-from infrarsi.priors.memory_parts import PartEffect, part_effect, value_ratio
+from infrarsi.priors.memory_parts import PartEffect, in_flight, part_effect, value_ratio
 from infrarsi.priors.types import (
     BASELINE_SD,
     Prior,
@@ -439,10 +439,9 @@ IN_FLIGHT_SHARE = 0.2
 
 
 def _in_flight(stages: float) -> float:
-    """Log peak of ``stages`` interleaved stages per rank against none: the first stage keeps
-    1 + (p-1)/(p·v) times the activations in flight (Korthikanti et al. 2022; docs/sim.md,
-    "In flight"), p >> 1 taken, so interleaving costs most at 2 stages and less with more."""
-    return 0.0 if stages <= 1 else math.log1p(IN_FLIGHT_SHARE / stages)
+    """Log peak of ``stages`` interleaved stages per rank against none: the in-flight activations
+    (``memory_parts.in_flight``) at their share of the peak, so interleaving costs most at 2 stages."""
+    return math.log1p(IN_FLIGHT_SHARE * (in_flight(stages) - 1))
 
 
 def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:

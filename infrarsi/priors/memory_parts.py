@@ -170,7 +170,7 @@ def _split(share: float, sd: float) -> Rule:
     return rule
 
 
-def _in_flight(stages: float) -> float:
+def in_flight(stages: float) -> float:
     """The first stage keeps 1 + (p-1)/(p·v) times the activations in flight, about 1 + 1/v."""
     return 1.0 if stages <= 1 else 1.0 + 1.0 / stages
 
@@ -179,7 +179,7 @@ def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Cont
     r = value_ratio(knob, value)
     if r is None:
         return None
-    return PartEffect(ACTIVATIONS, math.log(_in_flight(float(value)) / _in_flight(float(knob.default))), 0.1)
+    return PartEffect(ACTIVATIONS, math.log(in_flight(float(value)) / in_flight(float(knob.default))), 0.1)
 
 
 PART_RULES: dict[str, Rule] = {

@@ -235,7 +235,7 @@ class InfraRSISampler(Sampler):
 
     def _oom_dominated(self, history: list[TrialResult], memory: MemoryModel, pool: CandidateSet) -> np.ndarray:
         """Candidates at least as hungry as an OOMed trial in every dimension (``oom_dominated``)."""
-        oomed = distinct([t.candidate for t in history if t.status is TrialStatus.OOM])
+        oomed = _oomed(history)
         if not memory.fitted or not oomed:
             return np.zeros(len(pool.keys), dtype=bool)
         return oom_dominated(self.space, memory.setting_effects()[0], pool.indicator, self.space.indicator(oomed))
@@ -294,8 +294,7 @@ class InfraRSISampler(Sampler):
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         likely = fresh & (p_fits >= EI_P_FITS[bool(oomed)])
         if oomed:
-            savers = oom_savers(space, memory.setting_effects()[0], pool.indicator, space.indicator(
-                [t.candidate for t in history if t.status is TrialStatus.OOM]))
+            savers = oom_savers(space, memory.setting_effects()[0], pool.indicator, space.indicator(_oomed(history)))
             likely |= fresh & savers & (p_fits >= EI_P_FITS[0])
         pick = int(np.argmax(np.where(likely if likely.any() else fresh, scores.value, -np.inf)))
         reason = "expected improvement x P(fits) x P(runs)"
@@ -364,3 +363,8 @@ class InfraRSISampler(Sampler):
             )
             for i in order
         ]
+
+
+def _oomed(history: list[TrialResult]) -> list[Candidate]:
+    """The distinct candidates that ran out of memory."""
+    return distinct([t.candidate for t in history if t.status is TrialStatus.OOM])
