@@ -47,6 +47,7 @@ def strategy(method: str, table, seed: int, bank_url: str | None = None) -> Stra
     # A runner whose noise is known exactly (the simulated cluster's ``noise_cv``) gives the models
     # doctor's CV as the run stage does; the measured tables leave it out.
     out = Strategy(name=name, contract=contract, priors=answer.table, priors_source=answer.provider, seed=seed,
+                   hardware=table.hardware,
                    min_speedup=min_speedup, noise_cv=table.data.get("noise_cv", 0.0), max_rejected=MAX_REJECTED)
     if use_bank:
         advice = experience(table, bank_url).advice(contract)

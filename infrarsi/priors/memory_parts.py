@@ -15,7 +15,7 @@ whole peak.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,15 +37,21 @@ class PartEffect:
     log_sd: float
 
 
-def value_ratio(knob: Knob, value: KnobValue) -> float | None:
-    """``value`` over the knob's default, where both are positive numbers (not booleans)."""
-    if isinstance(value, bool) or isinstance(knob.default, bool):
+def _positive(value: KnobValue | None) -> float | None:
+    """``value`` as a positive number (not a boolean), or None."""
+    if value is None or isinstance(value, bool):
         return None
     try:
-        v, d = float(value), float(knob.default)
+        v = float(value)
     except (TypeError, ValueError):
         return None
-    return v / d if v > 0 and d > 0 else None
+    return v if v > 0 else None
+
+
+def value_ratio(knob: Knob, value: KnobValue) -> float | None:
+    """``value`` over the knob's default, where both are positive numbers (not booleans)."""
+    v, d = _positive(value), _positive(knob.default)
+    return None if v is None or d is None else v / d
 
 
 def _text(value: KnobValue) -> str:
@@ -77,7 +83,8 @@ _RECOMPUTE = {
 }
 
 
-def _recompute_level(value: KnobValue) -> str:
+def recompute_level(value: KnobValue) -> str:
+    """Off, selective (the attention core only) or on (every layer) for a recomputation setting."""
     text = _text(value)
     if text in ("", "0", "false", "off", "no", "none", "disable", "disabled"):
         return "off"
@@ -105,13 +112,10 @@ REPLICATED = {"0": 18.0, "1": 6.0, "2": 2.0, "3": 0.0}
 over the d ranks (Rajbhandari et al. 2020; docs/sim.md, "Memory")."""
 WORKING_WEIGHTS = 0.05
 """ZeRO 3's gathered layers and prefetch buffers, as a share of the unsharded state."""
-
-
-def _data_parallel(hw: Hardware, contract: Contract) -> float:
-    """The baseline's data-parallel degree: the GPUs its model-parallel degrees leave."""
-    degrees = [k.default for role in ("tensor_parallel", "pipeline_parallel") for k in contract.by_role(role)]
-    split = math.prod(float(v) for v in degrees if isinstance(v, int) and not isinstance(v, bool) and v > 0)
-    return max(hw.gpu_count / split, 1.0)
+EXPERT_STATE = 0.9
+"""The experts' share of a MoE's state (Mixtral: 45 of 47 B parameters)."""
+LAYOUT_ROLES = ("fsdp", "tensor_parallel", "pipeline_parallel", "expert_parallel")
+"""The roles whose values together decide the state a GPU keeps (``state_ratio``)."""
 
 
 def _state_kept(stage: str, d: float) -> float:
@@ -119,16 +123,58 @@ def _state_kept(stage: str, d: float) -> float:
     return (replicated + (18 - replicated) / d) / 18 + (WORKING_WEIGHTS if stage == "3" and d > 1 else 0.0)
 
 
+def _layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
+    """The state one GPU keeps, in units of the whole model's, with the layout roles at ``values``
+    and the rest at the baseline's (a role without a knob: degree 1, no sharding)."""
+    def value(role: str) -> KnobValue | None:
+        knobs = contract.by_role(role)
+        return values[role] if role in values else knobs[0].default if knobs else None
+
+    degrees = [1.0 if value(role) is None else _positive(value(role))
+               for role in ("tensor_parallel", "pipeline_parallel", "expert_parallel")]
+    if None in degrees:
+        return None
+    t, p, e = (float(d) for d in degrees if d is not None)
+    stage = "0" if value("fsdp") is None else sharding_stage(value("fsdp"))
+    if stage is None:
+        return None
+    experts = EXPERT_STATE if contract.by_role("expert_parallel") else 0.0
+    d = max(hw.gpu_count / (t * p), 1.0)
+    # The experts' state is sharded over the d/e ranks that hold the same experts.
+    return ((1 - experts) * _state_kept(stage, d) + experts * _state_kept(stage, max(d / e, 1.0)) / e) / (t * p)
+
+
+def state_ratio(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
+    """The state per GPU with the layout roles (``LAYOUT_ROLES``) at ``values`` over the baseline's,
+    on GPUs: a GPU holds 1/(tp·pp) of the layers, of their experts 1/ep, and of the 18 bytes per
+    parameter what ZeRO's stage keeps over the data-parallel ranks, d = gpus/(tp·pp) (d/ep for the
+    experts). None off a GPU, or where a value is no layout."""
+    if hw.device != "cuda" or not hw.gpu_count:
+        return None
+    a, b = _layout(values, hw, contract), _layout({}, hw, contract)
+    return None if a is None or b is None else a / b
+
+
+def state_interaction(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float:
+    """What the layout ``values`` do to the log state beyond the sum of each one's own effect: under
+    ZeRO, tp 8 -> 2 costs the state nothing at stage 3 and four times as much at stage 0."""
+    whole = state_ratio(values, hw, contract)
+    own = [state_ratio({role: v}, hw, contract) for role, v in values.items()]
+    if whole is None or None in own:
+        return 0.0
+    return math.log(whole) - sum(math.log(o) for o in own if o is not None)
+
+
 def _sharding(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
     a, b = sharding_stage(value), sharding_stage(knob.default)
     if a is None or b is None:
         return None
-    if hw.device != "cuda" or not hw.gpu_count:
+    ratio = state_ratio({knob.role: value}, hw, contract)
+    if ratio is None:
         (mean, sd), (ref, ref_sd) = _SHARDING_CPU[a], _SHARDING_CPU[b]
         return PartEffect(STATE, mean - ref, max(math.hypot(sd, ref_sd), 0.02))
-    # Exact at the baseline's layout; a layout with more data-parallel ranks shards further.
-    d = _data_parallel(hw, contract)
-    return PartEffect(STATE, math.log(_state_kept(a, d) / _state_kept(b, d)), 0.3 if a != b else 0.02)
+    # Exact at the baseline's layout; ``state_interaction`` holds what another layout changes.
+    return PartEffect(STATE, math.log(ratio), 0.3 if a != b else 0.02)
 
 
 def sharding_stage(value: KnobValue) -> str | None:
@@ -158,14 +204,16 @@ _SEQUENCE_PARALLEL = {
 
 
 def _split(share: float, sd: float) -> Rule:
-    """A degree dividing ``share`` of the state (on a GPU; half as much on a CPU, whose runtime it
-    does not divide)."""
+    """A degree dividing the state: on a GPU as ``state_ratio`` has it, on a CPU ``share`` / 2 of it
+    (the runtime, which it does not divide, is the rest)."""
     def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
         r = value_ratio(knob, value)
         if r is None:
             return None
-        s = share if hw.device == "cuda" else share / 2
-        return PartEffect(STATE, math.log1p(s * (1 / r - 1)), sd)
+        ratio = state_ratio({knob.role: value}, hw, contract)
+        if ratio is not None:
+            return PartEffect(STATE, math.log(ratio), sd)
+        return PartEffect(STATE, math.log1p(share / 2 * (1 / r - 1)), sd)
 
     return rule
 
@@ -185,13 +233,12 @@ def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Cont
 PART_RULES: dict[str, Rule] = {
     "micro_batch": _micro_batch,
     "grad_accum": _grad_accum,
-    "activation_checkpointing": _levels(_RECOMPUTE, _recompute_level, ACTIVATIONS),
+    "activation_checkpointing": _levels(_RECOMPUTE, recompute_level, ACTIVATIONS),
     "fsdp": _sharding,
     # Each stage holds 1/p of the layers, while under 1F1B the first keeps p micro-batches of its
     # l/p layers in flight: the activations stay (Narayanan et al. 2021, Section 2.2).
     "pipeline_parallel": _split(1.0, 0.1),
-    # The experts are most of a MoE's parameters (Mixtral: 45 of 47 B).
-    "expert_parallel": _split(0.9, 0.2),
+    "expert_parallel": _split(EXPERT_STATE, 0.2),
     "virtual_pipeline": _virtual_pipeline,
     "sequence_parallel": _levels(_SEQUENCE_PARALLEL, _sequence_parallel, ACTIVATIONS),
 }

@@ -24,6 +24,7 @@ from infrarsi.search.memory_guard import nearest_distance, oom_dominated, oom_sa
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import CandidateSet, SearchSpace
+from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
@@ -91,6 +92,7 @@ class InfraRSISampler(Sampler):
         noise_floor: float = DEFAULT_NOISE_FLOOR,
         noise_cv: float | None = None,
         min_speedup: float = math.inf,
+        interactions: StateInteractions | None = None,
         seed: int = 0,
     ):
         """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
@@ -98,7 +100,8 @@ class InfraRSISampler(Sampler):
         ``min_speedup`` its noise floor, beyond which a measured speed-up must be explained by the
         model before the search may call itself converged (infinite: no such guard); ``seeds``
         the experience bank's, and ``unbanked`` the priors without the bank's findings, which the
-        models fall back to once the trials contradict the bank (``bank_contradicted``)."""
+        models fall back to once the trials contradict the bank (``bank_contradicted``);
+        ``interactions`` the layout's known effects on the memory's state part."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -107,7 +110,8 @@ class InfraRSISampler(Sampler):
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
         self.min_speedup = min_speedup
-        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv), MemoryModel(space, p))
+        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv),
+                         MemoryModel(space, p, interactions=interactions))
                         for p in (self.priors, unbanked if unbanked is not None else self.priors)]
         self.time, self.memory = self._models[0]
         self._bank_keys = set() if unbanked is None else {
@@ -332,7 +336,7 @@ class InfraRSISampler(Sampler):
             "ei": float(scores.ei[i]),
         }
         if memory.fitted:
-            mean, _ = memory.predict(pool.features[i : i + 1])
+            mean, _ = memory.predict(pool.features[i : i + 1], pool.indicator[i : i + 1])
             out["peak_bytes"] = float(math.exp(mean[0]))
         return out
 

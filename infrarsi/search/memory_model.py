@@ -16,7 +16,9 @@ names a part scales that part only, every other one both, each part log-additive
 ``log peak = c + log((1 - s)·exp(x·w_state) + s·exp(x·w_activations))`` where ``s`` is the
 activations' share at the baseline, fitted too. Micro-batch 8 then costs what the activations
 weigh in the candidate, not at the baseline: little under full recomputation, most without it.
-Where no setting names a part, both parts move together and the model is the additive one.
+Where no setting names a part, both parts move together and the model is the additive one. On a
+GPU cluster the layout's degrees also act on the state together (under ZeRO, what tp·pp leaves to
+shard over): ``StateInteractions`` adds that known offset to each candidate's state part.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_p
 from infrarsi.search.memory_curve import refit_untried
 from infrarsi.search.memory_guard import interaction
 from infrarsi.search.space import SearchSpace
+from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.truncated import mean_above, tail_terms
 from infrarsi.trials import TrialResult, TrialStatus
 
@@ -138,8 +141,11 @@ def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
 
 
 class MemoryModel:
-    def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0):
+    def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0,
+                 interactions: StateInteractions | None = None):
+        """``interactions``: the layout's known offsets to the state part (``state_interactions``)."""
         self.space = space
+        self.interactions = interactions
         self.priors = priors or PriorTable()
         self.prior_weakening = prior_weakening
         self.setting_prior = setting_priors(space, self.priors, "mem")
@@ -176,18 +182,26 @@ class MemoryModel:
             self.fitted = False
             return self
         X = self.data.indicator @ self.space.setting_deltas
-        self._use_prior(self._revised_prior(X))
+        offsets = self._offsets(self.data.indicator)
+        self._use_prior(self._revised_prior(X, offsets))
         y, censored = self.data.y.copy(), self.data.censored
         if censored.any() and (~censored).any():
             # An OOM says only "above the budget"; fitted as such, the mode sits on the budget and
             # every variant that saves a little looks likely to fit, trial after trial. As the
             # time model does for slow aborts, the bound moves up to where the peak most likely is:
             # E[peak | peak > bound] under a fit of the measured peaks and the prior.
-            mean, sd = self.fit_arrays(X[~censored], y[~censored], censored[~censored]).predict(X[censored])
+            observed = self.fit_arrays(X[~censored], y[~censored], censored[~censored], offsets[~censored])
+            mean, sd = observed.predict(X[censored], self.data.indicator[censored])
             y[censored] = mean_above(mean, sd, y[censored])
-        return self.fit_arrays(X, y, censored)
+        return self.fit_arrays(X, y, censored, offsets)
 
-    def _revised_prior(self, X: np.ndarray) -> SettingPriors:
+    def _offsets(self, indicator: np.ndarray | None) -> np.ndarray | None:
+        """The state part's offsets of ``indicator``'s rows (zero without ``interactions``)."""
+        if indicator is None:
+            return None
+        return np.zeros(len(indicator)) if self.interactions is None else self.interactions.offsets(indicator)
+
+    def _revised_prior(self, X: np.ndarray, offsets: np.ndarray | None) -> SettingPriors:
         """The setting priors, revised by a data-only fit: those it contradicts (the rule of
         ``prior_check``) lose their mean and widen to hold what the data show (every compile=True
         trial OOMing while compile's prior says "no memory change" must move compile's price, not
@@ -196,14 +210,15 @@ class MemoryModel:
         part's prior: the data-only fit is additive, so where the parts' mix moves (micro-batch
         under recomputation and without) it would call the structure wrong, and the mix is fitted."""
         self.contradicted = set()
-        effects, sds = MemoryModel(self.space).fit_arrays(X, self.data.y, self.data.censored).setting_effects()
+        data_only = MemoryModel(self.space, interactions=self.interactions)
+        effects, sds = data_only.fit_arrays(X, self.data.y, self.data.censored, offsets).setting_effects()
         revised, hit = loosened(self.setting_prior, self.data.indicator, effects, sds, known_only=True)
         self.contradicted = {k for k, h in zip(self.space.setting_keys, hit) if h}
         revised = self._model_prior(revised, hit & ~self.parts.parted)
         # The curve goes through effects fitted with the other settings' priors: trials that move
         # several knobs at once leave a data-only fit unable to tell their prices apart.
         self._use_prior(revised)
-        effects, sds = self.fit_arrays(X, self.data.y, self.data.censored).setting_effects()
+        effects, sds = self.fit_arrays(X, self.data.y, self.data.censored, offsets).setting_effects()
         mean, sd, known = revised.mean.copy(), revised.sd.copy(), revised.known.copy()
         peaks = self.data.indicator[~self.data.censored].sum(axis=0) > 0
         # A parted knob's untried values follow from its part, whose share the fit holds.
@@ -216,11 +231,12 @@ class MemoryModel:
         """Intercept (log peak at the baseline), activations' share in logit, weights, log sigma."""
         return theta[0], theta[1], theta[2:-1], theta[-1]
 
-    def _mean_jac(self, params: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _mean_jac(self, params: np.ndarray, X: np.ndarray, offsets: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
         """Log peak of each row of ``X`` under ``params`` (theta without log sigma), and its
-        Jacobian in them."""
+        Jacobian in them; ``offsets`` move the rows' state part (``StateInteractions``)."""
         c, q, w = params[0], params[1], params[2:]
-        state = log_expit(-q) + X @ (w * self.parts.state_cols)
+        state = log_expit(-q) + X @ (w * self.parts.state_cols) + (0.0 if offsets is None else offsets)
         act = log_expit(q) + X @ (w * self.parts.act_cols)
         total = np.logaddexp(state, act)
         to_state, to_act = np.exp(state - total), np.exp(act - total)
@@ -228,10 +244,10 @@ class MemoryModel:
                                X * (to_state[:, None] * self.parts.state_cols + to_act[:, None] * self.parts.act_cols)])
         return c + total, jac
 
-    def _objective(self, theta, X, y, censored, b0):
+    def _objective(self, theta, X, y, censored, b0, offsets):
         b, q, w, s = self._unpack(theta)
         sigma = math.exp(s)
-        z, jac = self._mean_jac(theta[:-1], X)
+        z, jac = self._mean_jac(theta[:-1], X, offsets)
         obs = ~censored
         r = (y[obs] - z[obs]) / sigma
         a = (y[censored] - z[censored]) / sigma
@@ -254,27 +270,29 @@ class MemoryModel:
         grad[2:] += prior_grad
         return nll, np.append(grad, d_s + (s - s0) / s_sd**2)
 
-    def fit_arrays(self, X: np.ndarray, y: np.ndarray, censored: np.ndarray) -> MemoryModel:
-        """Fit on encoded features ``X`` and log peaks ``y`` (lower bounds where ``censored``)."""
+    def fit_arrays(self, X: np.ndarray, y: np.ndarray, censored: np.ndarray,
+                   offsets: np.ndarray | None = None) -> MemoryModel:
+        """Fit on encoded features ``X`` and log peaks ``y`` (lower bounds where ``censored``), the
+        rows' state parts moved by ``offsets``."""
         censored = np.asarray(censored, dtype=bool)
         b0 = float(np.mean(y))
         theta0 = self._theta if self._theta is not None and len(self._theta) == X.shape[1] + 3 else \
             np.concatenate([[b0, self.parts.share_logit], self.prior_mean, [_SIGMA_PRIOR[0]]])
         bounds = [(None, None)] * (2 + X.shape[1]) + [_SIGMA_BOUNDS]
         res = minimize(
-            self._objective, theta0, args=(X, y, censored, b0), jac=True, method="L-BFGS-B", bounds=bounds
+            self._objective, theta0, args=(X, y, censored, b0, offsets), jac=True, method="L-BFGS-B", bounds=bounds
         )
         self._theta = res.x
         self.intercept, _, _, log_sigma = self._unpack(res.x)
         self.sigma = math.exp(log_sigma)
-        self.cov = self._laplace_cov(X, y, censored, res.x)
+        self.cov = self._laplace_cov(X, y, censored, res.x, offsets)
         self.fitted = True
         return self
 
-    def _laplace_cov(self, X, y, censored, theta) -> np.ndarray:
+    def _laplace_cov(self, X, y, censored, theta, offsets) -> np.ndarray:
         """Covariance of (intercept, share, weights): the inverse Gauss-Newton Hessian of the
         negative log posterior."""
-        z, jac = self._mean_jac(theta[:-1], X)
+        z, jac = self._mean_jac(theta[:-1], X, offsets)
         a = (y[censored] - z[censored]) / self.sigma
         _, mills = tail_terms(a)
         h = np.full(len(y), 1.0 / self.sigma**2)
@@ -287,9 +305,10 @@ class MemoryModel:
 
     # --- predictions -----------------------------------------------------------------------
 
-    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Log peak mean and predictive sd (noise plus parameter uncertainty)."""
-        mean, jac = self._mean_jac(self._theta[:-1], X)
+    def predict(self, X: np.ndarray, indicator: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Log peak mean and predictive sd (noise plus parameter uncertainty); with the rows'
+        ``indicator``, the layout's interactions count too."""
+        mean, jac = self._mean_jac(self._theta[:-1], X, self._offsets(indicator))
         return mean, np.sqrt(self.sigma**2 + np.einsum("ij,jk,ik->i", jac, self.cov, jac))
 
     def p_fits(self, X: np.ndarray, budget_bytes: float, indicator: np.ndarray | None = None) -> np.ndarray:
@@ -298,11 +317,11 @@ class MemoryModel:
         and a row far from every measured peak is less sure (``interaction``)."""
         if not self.fitted:
             return np.ones(len(X))
-        mean, sd = self.predict(X)
+        mean, sd = self.predict(X, indicator)
         if indicator is not None and self.data is not None:
             peaks = ~self.data.censored
             measured = self.data.indicator[peaks]
-            residuals = self.data.y[peaks] - self.predict(measured @ self.space.setting_deltas)[0]
+            residuals = self.data.y[peaks] - self.predict(measured @ self.space.setting_deltas, measured)[0]
             shift, var = interaction(self.space, indicator, measured, residuals)
             mean, sd = mean + shift, np.sqrt(sd**2 + var)
         return ndtr((math.log(budget_bytes) - mean) / sd)

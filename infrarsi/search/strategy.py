@@ -17,7 +17,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
 from infrarsi.priors import PriorContext, PriorTable, default_provider
 from infrarsi.project import Project
-from infrarsi.records import BankPriorRow, MemoryPriceRow, PriorCheckRow
+from infrarsi.records import BankPriorRow, HardwareFingerprint, MemoryPriceRow, PriorCheckRow
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow
@@ -25,8 +25,10 @@ from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
 from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
+from infrarsi.search.prior_check import PriorCheck
 from infrarsi.search.sampler import Proposal, Sampler, Unprepared
 from infrarsi.search.space import SearchSpace
+from infrarsi.search.state_interactions import StateInteractions, state_interactions
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import ahead_of_baseline
 
@@ -42,7 +44,8 @@ def _infrarsi(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sam
     seeds = [s for s in strategy.seeds if space.is_valid(s)][:BANK_SEEDS]
     return InfraRSISampler(space, strategy.priors, seeds, unbanked=strategy.unbanked_priors, seed=strategy.seed,
                            noise_floor=min(max(strategy.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
-                           noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup)
+                           noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup,
+                           interactions=strategy.interactions)
 
 
 def _optuna(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sampler:
@@ -83,7 +86,11 @@ class Strategy:
     """Optuna's proposals outside the valid space given back before one is run anyway
     (``OptunaSampler``): the run stage runs each one; the benchmark's replay rejects them as
     Optuna's users do."""
+    hardware: HardwareFingerprint | None = None
+    """The machine (None: the layout's memory interactions are not known)."""
     space: SearchSpace | None = None
+    interactions: StateInteractions | None = None
+    """The layout's known effects on the memory's state part in ``space`` (``state_interactions``)."""
     sampler: Sampler = field(default_factory=Unprepared)
     """The strategy's sampler (``MAKE_SAMPLER``) from ``prepare`` on; before, one that proposes nothing."""
 
@@ -104,6 +111,7 @@ class Strategy:
     def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> None:
         """``patches``: those the run's study holds (default: the space's, the validated ones)."""
         self.space = space
+        self.interactions = None if self.hardware is None else state_interactions(space, self.hardware, self.contract)
         self.sampler = MAKE_SAMPLER[self.name](self, space, space.patches if patches is None else patches)
 
     def propose(self, history: list[TrialResult]) -> Proposal | None:
@@ -142,18 +150,21 @@ class Strategy:
         before ``prepare``, by their best measured runs)."""
         return self.sampler.ranked(history, k, self.contract.workload.planned_steps)
 
+    def _checks(self, history: list[TrialResult]) -> list[PriorCheck]:
+        return prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None,
+                            interactions=self.interactions)
+
     def prior_checks(self, history: list[TrialResult]) -> list[PriorCheckRow]:
         if self.space is None:
             return []
-        return [check.row() for check in prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None)]
+        return [check.row() for check in self._checks(history)]
 
     def bank_outcomes(self, history: list[TrialResult]) -> list[BankPriorRow]:
         """Each prior the bank contributed, what it said alone, and what this run made of it: flagged
         (its trials contradict it, so it stopped steering the search), consistent, or not tried."""
         if self.space is None or not len(self.bank_priors):
             return []
-        checks = {c.key: c for c in prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None)
-                  if c.quantity == "time"}
+        checks = {c.key: c for c in self._checks(history) if c.quantity == "time"}
         out = []
         for key in sorted(self.bank_priors):
             bank, used, check = self.bank_priors.get(key), self.priors.get(key), checks.get(key)
@@ -173,7 +184,7 @@ class Strategy:
     def memory_prices(self, history: list[TrialResult]) -> list[MemoryPriceRow]:
         if self.space is None:
             return []
-        model = MemoryModel(self.space, self.priors).fit(history)
+        model = MemoryModel(self.space, self.priors, interactions=self.interactions).fit(history)
         return [price.row() for price in model.prices()] if model.fitted else []
 
 
@@ -185,5 +196,5 @@ def make_strategy(name: str, project: Project, *, seed: int = 0) -> Strategy:
                            sources=dict(project.sources), patches=patch_library.declared_priors(hardware.device))
     answer = default_provider(project.llm).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")
-    return Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed,
+    return Strategy(name=name, contract=contract, priors=priors, priors_source=source, seed=seed, hardware=hardware,
                     noise_cv=doctor.noise.effective_cv, min_speedup=doctor.noise.min_speedup)

@@ -6,7 +6,13 @@ from dataclasses import replace
 import pytest
 
 from infrarsi.priors import builtin_table
-from infrarsi.priors.memory_parts import WORKING_WEIGHTS, sharding_stage
+from infrarsi.priors.memory_parts import (
+    EXPERT_STATE,
+    WORKING_WEIGHTS,
+    sharding_stage,
+    state_interaction,
+    state_ratio,
+)
 from tests.priors.conftest import hardware, knob
 
 
@@ -54,3 +60,26 @@ def test_on_gpus_a_zero_stage_keeps_its_share_of_the_state_at_the_baselines_data
                                          ("no_shard", "0"), (True, "3"), ("zero1", "1"), ("banana", None)])
 def test_sharding_stage_reads_deepspeed_and_fsdp_spellings(value, stage):
     assert sharding_stage(value) == stage
+
+
+def test_selective_recomputation_sits_between_none_and_full(make_context, contract_with, device):
+    knobs = [knob("recompute", "activation_checkpointing", "str", "full", ["none", "selective", "full"])]
+    table = builtin_table(make_context(device, contract=contract_with(knobs)))
+    none, selective = table.get("recompute=none"), table.get("recompute=selective")
+    assert none.time_log_mean < selective.time_log_mean < 0
+    assert 0 < selective.mem_log_mean < none.mem_log_mean
+    assert 0 < selective.mem_part_log_mean < none.mem_part_log_mean
+
+
+def test_the_experts_state_is_sharded_only_over_the_ranks_that_hold_the_same_experts(contract_with):
+    # 8 GPUs, no tensor or pipeline parallelism: 8 data-parallel ranks. With the experts split 8
+    # ways each expert has one rank, so ZeRO 3 saves only on the dense tenth of the state.
+    contract = contract_with([knob("zero_stage", "fsdp", "int", 0, [0, 3]),
+                              knob("ep", "expert_parallel", "int", 1, [1, 8])])
+    hw = replace(hardware("cuda"), gpu_count=8)
+    zero3 = (18 / 8 / 18 + WORKING_WEIGHTS)
+    assert state_ratio({"fsdp": 3}, hw, contract) == pytest.approx(zero3)
+    assert state_ratio({"fsdp": 3, "expert_parallel": 8}, hw, contract) == pytest.approx(
+        (1 - EXPERT_STATE) * zero3 + EXPERT_STATE / 8)
+    assert state_interaction({"fsdp": 3, "expert_parallel": 8}, hw, contract) > 0
+    assert state_interaction({"fsdp": 3, "expert_parallel": 8}, hardware("cpu"), contract) == 0.0
