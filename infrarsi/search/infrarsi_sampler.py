@@ -38,17 +38,19 @@ MIN_P_RUNS = 0.5
 PAIR_P_FITS = 0.8
 """Pairing memory savers with a setting predicted not to fit asks this confidence that the pair
 fits: at 0.5 half of the simulated clusters' pairings ran out of memory."""
-EI_P_FITS = (0.5, 0.8)
+EI_P_FITS = (0.5, 0.7)
 """Expected improvement chooses among candidates at least this likely to fit, while any is: an
 OOM teaches the memory model one bound and the time model nothing. Even odds until a trial has run
-out of memory, so an optimum at the memory's edge stays within reach; surer after it (on the
-simulated clusters OOM trials per run fell from 0.7-3.0 to 0.6-1.6: docs/benchmarks.md, "The peak
-as a sum of parts"), except for an OOMed trial with memory savers only, which keeps even odds: the
-pairing is how a hungry fast setting runs."""
+out of memory, so an optimum at the memory's edge stays within reach; surer after it, except for
+an OOMed trial with memory savers only, which keeps even odds: the pairing is how a hungry fast
+setting runs. On the simulated clusters, where candidates given 0.7-0.8 fit 90-100 % of the time,
+0.7 reaches the 70B's optima at 83-93 % of the memory, which 0.8 passed over in half the runs, for
+0.2 more OOM trials per run (docs/benchmarks.md, "The layout's state together")."""
 TRUST_DISTANCE = 2
 """Expected improvement and the memory pairing choose within this many dimensions of a trial that
-ran in memory, while any candidate there is left: the memory model is additive, and further out
-its misfit (an interaction of three settings) is what decides whether a candidate fits."""
+ran in memory, while any candidate there is left: each of the memory model's parts is additive,
+and further out its misfit (an interaction of three settings) is what decides whether a candidate
+fits."""
 SEED_DISTANCE = 3
 """Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
 CONVERGED_GAIN = 0.001
