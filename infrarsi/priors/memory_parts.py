@@ -130,11 +130,10 @@ def _layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -
         knobs = contract.by_role(role)
         return values[role] if role in values else knobs[0].default if knobs else None
 
-    degrees = [1.0 if value(role) is None else _positive(value(role))
-               for role in ("tensor_parallel", "pipeline_parallel", "expert_parallel")]
-    if None in degrees:
+    t, p, e = (1.0 if (v := value(role)) is None else _positive(v)
+               for role in ("tensor_parallel", "pipeline_parallel", "expert_parallel"))
+    if t is None or p is None or e is None:
         return None
-    t, p, e = (float(d) for d in degrees if d is not None)
     stage = "0" if value("fsdp") is None else sharding_stage(value("fsdp"))
     if stage is None:
         return None

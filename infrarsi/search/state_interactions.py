@@ -46,12 +46,12 @@ class StateInteractions:
 def state_interactions(space: SearchSpace, hw: HardwareFingerprint, contract: Contract) -> StateInteractions | None:
     """The offsets for ``space`` on ``hw``; None where the layout's effects add up (no sharding
     knob, fewer than two layout knobs, or a CPU)."""
-    knobs = [next((k for k in space.knobs if k.role == role), None) for role in LAYOUT_ROLES]
-    knobs = [k for k in knobs if k is not None]
-    if len(knobs) < 2 or knobs[0].role != "fsdp":
+    knobs = [k for role in LAYOUT_ROLES if (k := next((k for k in space.knobs if k.role == role), None)) is not None]
+    if len(knobs) < 2:
         return None
     values = [[k.default, *(v for v in k.domain if v != k.default)] for k in knobs]
-    if np.prod([len(v) for v in values]) > MAX_COMBINATIONS:
+    sizes = [len(v) for v in values]
+    if np.prod(sizes) > MAX_COMBINATIONS:
         return None
     codes = np.zeros((len(space.setting_keys), len(knobs)))
     for j, (knob, domain) in enumerate(zip(knobs, values)):
@@ -64,6 +64,5 @@ def state_interactions(space: SearchSpace, hw: HardwareFingerprint, contract: Co
                       for combo in itertools.product(*values)])
     if not np.abs(table).max() > 1e-12:
         return None
-    sizes = [len(v) for v in values]
     strides = np.array([int(np.prod(sizes[j + 1:])) for j in range(len(sizes))], dtype=float)
     return StateInteractions(codes, strides, table)
