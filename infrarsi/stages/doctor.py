@@ -117,13 +117,14 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     for i in range(repeats):
         on_event(Event("doctor", "report", f"baseline run {i + 1} of {repeats}", i, total))
         result = runner.once(TrialArgs(candidate=Candidate(), check_loss=False, log_dir=log_root / f"baseline-{i + 1}"))
-        if not result.ok or len(result.step_times) < 2:
+        step_s = result.step_time
+        if not result.ok or step_s is None or len(result.step_times) < 2:
             raise DoctorError(
                 f"baseline run {i + 1} ended {result.status.value}"
                 f"{' with fewer than 2 measured steps' if result.ok else ''}: {result.detail}\n"
                 f"log: {result.log_path}"
             )
-        on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {result.step_time * 1000:.1f} ms, "
+        on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {step_s * 1000:.1f} ms, "
                                         f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
         runs.append(result)
     background = interference.measured_background([r.interference for r in runs], idle, waited)
@@ -215,6 +216,11 @@ def _checksums(runner: TrialRunner, lengths: Lengths, first: TrialResult,
     return lengths, {steps: c for steps, c in checksums.items() if c is not None}, warning
 
 
+def _median_step_s(run: TrialResult) -> float:
+    """A baseline run's median step: doctor keeps only runs with measured steps."""
+    return statistics.median(run.step_times)
+
+
 def _ran(result: TrialResult) -> bool:
     """Whether a run after the baseline's gave its losses and parameters: ok, or still disturbed
     after its reruns. Doctor bounds none of them in time, so a disturbed one only ran slower, and
@@ -239,7 +245,7 @@ def _judge_claims(runner: TrialRunner, runs: list[TrialResult], report: DoctorRe
     if not any(c.status == "unconfirmed" for c in kept):
         report.claims = [asdict(c) for c in kept]
         return contract
-    baseline = sorted(runs, key=lambda r: r.step_time)[len(runs) // 2]
+    baseline = sorted(runs, key=_median_step_s)[len(runs) // 2]
 
     def run_probe(claim: Claim, values: dict) -> TrialResult:
         on_event(Event("doctor", "log", f"testing the model's claim that {claim.name} is {claim.role}: "
@@ -281,14 +287,15 @@ def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contr
     if not w.tokens_per_step and tokens == {None} and sequences:
         return replace(contract, workload=replace(w, samples_per_step=sequences,
                                                   global_batch=w.global_batch or sequences))
-    if len(tokens) != 1 or None in tokens:
+    counted = {t for t in tokens if t is not None}
+    if len(tokens) != 1 or not counted:
         raise DoctorError(
             "the contract does not know the tokens per step and the launcher did not count them "
             f"consistently in the baseline runs (tokens {sorted(tokens, key=str)}, samples "
             f"{sorted(samples, key=str)}): the first module the job calls must take the batch as its "
             "first tensor argument"
         )
-    tokens_per_step = w.tokens_per_step or tokens.pop()
+    tokens_per_step = w.tokens_per_step or counted.pop()
     # Integer inputs of shape (sequences, length): the sequence length is their ratio.
     seq_len = w.seq_len or int(runs[0].model_facts.get("seq_len", 0)) or (
         tokens_per_step // sequences if sequences and tokens_per_step % sequences == 0 else 0)
@@ -307,12 +314,13 @@ def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: 
     if not w.epochs:
         return contract
     counted = {r.steps_per_epoch for r in runs}
-    if len(counted) != 1 or None in counted:
+    alike = {n for n in counted if n is not None}
+    if len(counted) != 1 or not alike:
         on_event(Event("doctor", "log", f"the job runs {w.epochs} epochs, but the steps an epoch were not counted "
                                         f"alike in the baseline runs ({sorted(counted, key=str)}): it stays "
                                         f"{w.planned_steps} steps"))
         return contract
-    per_epoch = counted.pop()
+    per_epoch = alike.pop()
     planned = w.epochs * per_epoch
     said = f"{w.planned_from} x {per_epoch} steps an epoch (the training loader's length, counted by doctor)"
     on_event(Event("doctor", "log", f"the real job: {planned} steps = {said}"))
@@ -443,7 +451,7 @@ def summarize(
         contract_hash=contract.digest(),
         hardware=hardware,
         runs=[
-            BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=r.step_time,
+            BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=_median_step_s(r),
                         step_cv=noise.cv(r.step_times), startup_s=r.startup_s, wall_s=r.wall_s,
                         peak_bytes=r.peak_bytes, log_path=r.log_path, param_checksum=r.param_checksum,
                         process_s=r.process_s)
