@@ -218,10 +218,11 @@ def _engine(url: str) -> Engine:
 
 
 def _create_tables(engine: Engine) -> None:
-    # Two processes opening a fresh bank race on CREATE TABLE, table by table: the loser sees
-    # "already exists" and passes again. Each failure is a table the other created, so one pass
-    # per table and one more always finish.
-    attempts = len(Base.metadata.tables) + 1
+    # Two processes opening a fresh bank race on CREATE TABLE and CREATE INDEX, object by object:
+    # the loser sees "already exists" and passes again. Each failure is a table or an index the
+    # other created, so one pass per object and one more always finish (counting the tables alone,
+    # a loser behind on the indexes gave up in CI).
+    attempts = sum(1 + len(table.indexes) for table in Base.metadata.tables.values()) + 1
     for attempt in range(attempts):
         try:
             Base.metadata.create_all(engine)
