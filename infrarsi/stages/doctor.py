@@ -217,8 +217,11 @@ def _checksums(runner: TrialRunner, lengths: Lengths, first: TrialResult,
 
 
 def _median_step_s(run: TrialResult) -> float:
-    """A baseline run's median step: doctor keeps only runs with measured steps."""
-    return statistics.median(run.step_times)
+    """A baseline run's median step (``TrialResult.step_time``): doctor keeps only runs with measured steps."""
+    step_s = run.step_time
+    if step_s is None:
+        raise DoctorError(f"a baseline run has no measured steps: log {run.log_path}")
+    return step_s
 
 
 def _ran(result: TrialResult) -> bool:
