@@ -154,6 +154,12 @@ class TrialSession:
         measured = self._recorded(trial, quiet.NORMAL, reason, None, lambda: self.runner.once(args))
         base = measured.result
         if base.status not in (TrialStatus.OK, TrialStatus.DISTURBED) or not base.step_time:
+            # The normal stays doctor's; the record says why, so a rerun left disturbed is explained.
+            failed = f"{base.status.value}: {base.detail.splitlines()[0] if base.detail else 'no measured step'}"
+            self.renormalized.append({"after_trial": disturbed, "trial": measured.number, "stopped": False,
+                                      "failed": failed})
+            self.on_event(Event("run", "log", f"the machine's normal could not be measured again (trial "
+                                              f"{measured.number} ended {failed}); later trials are judged as before"))
             return
         background = measured_background([base.interference], idle)
         self.runner.judge_by(background)

@@ -34,6 +34,11 @@ def words(disturbance: dict[str, Any], *, list_reruns: bool = True) -> list[str]
     else:
         out.append("no trial disturbed by other processes beyond doctor's normal background")
     for again in disturbance.get("renormalized", []):
+        if again.get("failed"):
+            out.append(f"trial {again['after_trial']} stayed disturbed after a rerun: measuring the machine's normal "
+                       f"again failed (trial {again['trial']}, a baseline run, ended {again['failed']}), so later "
+                       f"trials were judged against doctor's normal")
+            continue
         now = again["background"]
         then = ("so the run stopped there without promoting (the rest would have measured another machine)"
                 if again.get("stopped") else f"and later trials were judged against that ({now['limit_cores']:.2f} cores)")
