@@ -123,24 +123,9 @@ def _state_kept(stage: str, d: float) -> float:
     return (replicated + (18 - replicated) / d) / 18 + (WORKING_WEIGHTS if stage == "3" and d > 1 else 0.0)
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """A candidate's parallel layout on the machine's GPUs."""
-
-    tp: float
-    pp: float
-    ep: float
-    dp: float
-    """GPUs over tp·pp."""
-    stage: str
-    """ZeRO's stage, "0" without a sharding knob."""
-    experts: float
-    """The experts' share of the parameters (0 for a dense model)."""
-
-
-def layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> Layout | None:
-    """The layout with the layout roles at ``values`` and the rest at the baseline's (a role
-    without a knob: degree 1, no sharding); None where a value is no layout."""
+def _layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
+    """The state one GPU keeps, in units of the whole model's, with the layout roles at ``values``
+    and the rest at the baseline's (a role without a knob: degree 1, no sharding)."""
     def value(role: str) -> KnobValue | None:
         knobs = contract.by_role(role)
         return values[role] if role in values else knobs[0].default if knobs else None
@@ -153,17 +138,9 @@ def layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) ->
     if stage is None:
         return None
     experts = EXPERT_STATE if contract.by_role("expert_parallel") else 0.0
-    return Layout(t, p, e, max(hw.gpu_count / (t * p), 1.0), stage, experts)
-
-
-def _state(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
-    """The state one GPU keeps, in units of the whole model's, with the layout roles at ``values``."""
-    at = layout(values, hw, contract)
-    if at is None:
-        return None
+    d = max(hw.gpu_count / (t * p), 1.0)
     # The experts' state is sharded over the d/e ranks that hold the same experts.
-    return ((1 - at.experts) * _state_kept(at.stage, at.dp)
-            + at.experts * _state_kept(at.stage, max(at.dp / at.ep, 1.0)) / at.ep) / (at.tp * at.pp)
+    return ((1 - experts) * _state_kept(stage, d) + experts * _state_kept(stage, max(d / e, 1.0)) / e) / (t * p)
 
 
 def state_ratio(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
@@ -173,7 +150,7 @@ def state_ratio(values: Mapping[str, KnobValue], hw: Hardware, contract: Contrac
     experts). None off a GPU, or where a value is no layout."""
     if hw.device != "cuda" or not hw.gpu_count:
         return None
-    a, b = _state(values, hw, contract), _state({}, hw, contract)
+    a, b = _layout(values, hw, contract), _layout({}, hw, contract)
     return None if a is None or b is None else a / b
 
 

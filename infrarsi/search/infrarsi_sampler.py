@@ -20,12 +20,11 @@ from infrarsi.search.crash_model import p_runs, p_runs_each
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
-from infrarsi.search.layout_table import LayoutTable
 from infrarsi.search.memory_guard import nearest_distance, oom_dominated, oom_savers
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import CandidateSet, SearchSpace
-from infrarsi.search.time_interactions import TimeInteractions
+from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
@@ -95,8 +94,7 @@ class InfraRSISampler(Sampler):
         noise_floor: float = DEFAULT_NOISE_FLOOR,
         noise_cv: float | None = None,
         min_speedup: float = math.inf,
-        interactions: LayoutTable | None = None,
-        time_interactions: TimeInteractions | None = None,
+        interactions: StateInteractions | None = None,
         seed: int = 0,
     ):
         """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
@@ -105,8 +103,7 @@ class InfraRSISampler(Sampler):
         model before the search may call itself converged (infinite: no such guard); ``seeds``
         the experience bank's, and ``unbanked`` the priors without the bank's findings, which the
         models fall back to once the trials contradict the bank (``bank_contradicted``);
-        ``interactions`` the layout's known effects on the memory's state part, ``time_interactions``
-        ZeRO's traffic per micro-batch as the time model's columns."""
+        ``interactions`` the layout's known effects on the memory's state part."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -115,7 +112,7 @@ class InfraRSISampler(Sampler):
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
         self.min_speedup = min_speedup
-        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv, interactions=time_interactions),
+        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv),
                          MemoryModel(space, p, interactions=interactions))
                         for p in (self.priors, unbanked if unbanked is not None else self.priors)]
         self.time, self.memory = self._models[0]

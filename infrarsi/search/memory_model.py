@@ -18,7 +18,7 @@ activations' share at the baseline, fitted too. Micro-batch 8 then costs what th
 weigh in the candidate, not at the baseline: little under full recomputation, most without it.
 Where no setting names a part, both parts move together and the model is the additive one. On a
 GPU cluster the layout's degrees also act on the state together (under ZeRO, what tp·pp leaves to
-shard over): ``state_interactions`` gives that known offset to each candidate's state part.
+shard over): ``StateInteractions`` adds that known offset to each candidate's state part.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from scipy.special import expit, log_expit, ndtr
 from infrarsi.priors.types import MAX_SD, PriorTable
 from infrarsi.records import MemoryPriceRow
 from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, loosened, setting_priors
-from infrarsi.search.layout_table import LayoutTable
 from infrarsi.search.memory_curve import refit_untried
 from infrarsi.search.memory_guard import interaction
 from infrarsi.search.space import SearchSpace
+from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.truncated import mean_above, tail_terms
 from infrarsi.trials import TrialResult, TrialStatus
 
@@ -142,7 +142,7 @@ def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
 
 class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0,
-                 interactions: LayoutTable | None = None):
+                 interactions: StateInteractions | None = None):
         """``interactions``: the layout's known offsets to the state part (``state_interactions``)."""
         self.space = space
         self.interactions = interactions
@@ -199,7 +199,7 @@ class MemoryModel:
         """The state part's offsets of ``indicator``'s rows (zero without ``interactions``)."""
         if indicator is None:
             return None
-        return np.zeros(len(indicator)) if self.interactions is None else self.interactions.at(indicator)
+        return np.zeros(len(indicator)) if self.interactions is None else self.interactions.offsets(indicator)
 
     def _revised_prior(self, X: np.ndarray, offsets: np.ndarray | None) -> SettingPriors:
         """The setting priors, revised by a data-only fit: those it contradicts (the rule of
@@ -234,7 +234,7 @@ class MemoryModel:
     def _mean_jac(self, params: np.ndarray, X: np.ndarray, offsets: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Log peak of each row of ``X`` under ``params`` (theta without log sigma), and its
-        Jacobian in them; ``offsets`` move the rows' state part (``state_interactions``)."""
+        Jacobian in them; ``offsets`` move the rows' state part (``StateInteractions``)."""
         c, q, w = params[0], params[1], params[2:]
         state = log_expit(-q) + X @ (w * self.parts.state_cols) + (0.0 if offsets is None else offsets)
         act = log_expit(q) + X @ (w * self.parts.act_cols)

@@ -22,15 +22,13 @@ from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow
 from infrarsi.search.infrarsi_sampler import InfraRSISampler
-from infrarsi.search.layout_table import LayoutTable
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
 from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.prior_check import PriorCheck
 from infrarsi.search.sampler import Proposal, Sampler, Unprepared
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.state_interactions import state_interactions
-from infrarsi.search.time_interactions import TimeInteractions, time_interactions
+from infrarsi.search.state_interactions import StateInteractions, state_interactions
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import ahead_of_baseline
 
@@ -47,7 +45,7 @@ def _infrarsi(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sam
     return InfraRSISampler(space, strategy.priors, seeds, unbanked=strategy.unbanked_priors, seed=strategy.seed,
                            noise_floor=min(max(strategy.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
                            noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup,
-                           interactions=strategy.interactions, time_interactions=strategy.time_interactions)
+                           interactions=strategy.interactions)
 
 
 def _optuna(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sampler:
@@ -91,10 +89,8 @@ class Strategy:
     hardware: HardwareFingerprint | None = None
     """The machine (None: the layout's memory interactions are not known)."""
     space: SearchSpace | None = None
-    interactions: LayoutTable | None = None
+    interactions: StateInteractions | None = None
     """The layout's known effects on the memory's state part in ``space`` (``state_interactions``)."""
-    time_interactions: TimeInteractions | None = None
-    """ZeRO's traffic per micro-batch as the time model's columns (``time_interactions``)."""
     sampler: Sampler = field(default_factory=Unprepared)
     """The strategy's sampler (``MAKE_SAMPLER``) from ``prepare`` on; before, one that proposes nothing."""
 
@@ -116,8 +112,6 @@ class Strategy:
         """``patches``: those the run's study holds (default: the space's, the validated ones)."""
         self.space = space
         self.interactions = None if self.hardware is None else state_interactions(space, self.hardware, self.contract)
-        self.time_interactions = (None if self.hardware is None
-                                  else time_interactions(space, self.hardware, self.contract))
         self.sampler = MAKE_SAMPLER[self.name](self, space, space.patches if patches is None else patches)
 
     def propose(self, history: list[TrialResult]) -> Proposal | None:

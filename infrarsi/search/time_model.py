@@ -7,7 +7,6 @@ kernel   = Bayesian linear part over the setting indicators, each scaled by its 
            20x effect) its mean is dropped and its sd widened to reach what the data show: a
            10x-slower bf16 must land in its own effect, not in an RBF part that would make every
            candidate uncertain
-         + the known interactions' columns (``time_interactions``: sharding x micro-batch)
          + an RBF part with learned amplitude for interactions (compile x micro-batch…)
          + white noise (run-to-run spread)
 A Gaussian process on the residuals to the prior mean (``gp.GP``); the linear part is the
@@ -32,7 +31,6 @@ from infrarsi.search.effects import loosened, prior_startup_s, setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR, GP
 from infrarsi.search.prior_check import PriorCheck, check_all, data_only_effects, noise_floored
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.time_interactions import TimeInteractions
 from infrarsi.search.truncated import mean_above
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
@@ -76,18 +74,15 @@ def time_data(space: SearchSpace, history: list[TrialResult]) -> TimeData:
 
 class TimeModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *,
-                 noise_floor: float = DEFAULT_NOISE_FLOOR, noise_cv: float | None = None,
-                 interactions: TimeInteractions | None = None):
+                 noise_floor: float = DEFAULT_NOISE_FLOOR, noise_cv: float | None = None):
         """``noise_floor``: the smallest run-to-run sd of log step time to assume (doctor's CV).
         ``noise_cv``: doctor's measured CV itself, when there is one: the prior checks hold each
-        trial to it (``prior_check.noise_floored``). ``interactions``: ZeRO's traffic per
-        micro-batch as columns beside the settings (``time_interactions``)."""
+        trial to it (``prior_check.noise_floored``)."""
         self.space = space
         self.noise_cv = noise_cv or None
         self.priors = priors or PriorTable()
         self.setting_prior = setting_priors(space, self.priors, "time")
         self._prior_startup = prior_startup_s(space, self.priors)
-        self.interactions = interactions
         self.fitted = False
         self.checks: list[PriorCheck] = []
         self.miscalibrated: set[str] = set()
@@ -98,22 +93,14 @@ class TimeModel:
 
     # --- fitting ---------------------------------------------------------------------------
 
-    def _inputs(self, indicator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The GP's inputs (each column scaled by its prior sd) and the prior mean, per row."""
-        x, mean = indicator * self.priors_in_use.sd, indicator @ self.priors_in_use.mean
-        if self.interactions is not None:
-            x = np.hstack([x, self.interactions.inputs(indicator)])
-        return x, mean
-
     def _fit_gp(self, indicator: np.ndarray, y: np.ndarray, *, optimize: bool) -> None:
-        x, prior_part = self._inputs(indicator)
+        prior_part = indicator @ self.priors_in_use.mean
         self.offset = float(np.mean(y - prior_part))
-        self._gp.fit(x, y - self.offset - prior_part, optimize=optimize)
+        self._gp.fit(indicator * self.priors_in_use.sd, y - self.offset - prior_part, optimize=optimize)
 
     def _predict_log_step(self, indicator: np.ndarray, *, with_noise: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        x, prior_part = self._inputs(indicator)
-        resid, sd = self._gp.predict(x, with_noise=with_noise)
-        return self.offset + prior_part + resid, sd
+        resid, sd = self._gp.predict(indicator * self.priors_in_use.sd, with_noise=with_noise)
+        return self.offset + indicator @ self.priors_in_use.mean + resid, sd
 
     def fit(self, history: list[TrialResult]) -> TimeModel:
         data = time_data(self.space, history)

@@ -59,7 +59,7 @@ def test_the_offsets_are_the_layouts_interaction_and_zero_for_one_setting_alone(
     space, contract, hw = _space(), _contract(), _gpus()
     table = state_interactions(space, hw, contract)
     rows = [_candidate(), _candidate(zero=3), _candidate(tp=2), _candidate(zero=3, tp=2), _candidate(zero=0, tp=2, mb=4)]
-    offsets = table.at(space.indicator(rows))
+    offsets = table.offsets(space.indicator(rows))
     assert offsets[:3] == pytest.approx([0.0, 0.0, 0.0])
     assert offsets[3] == pytest.approx(state_interaction({"fsdp": 3, "tensor_parallel": 2}, hw, contract))
     assert offsets[4] == pytest.approx(state_interaction({"fsdp": 0, "tensor_parallel": 2}, hw, contract))
@@ -98,4 +98,4 @@ def test_the_offsets_follow_the_candidates_in_any_order():
     pool = space.enumerated()
     expected = [state_interaction({"fsdp": c.knobs["zero"], "tensor_parallel": c.knobs["tp"]}, hw, contract)
                 for c in pool.candidates]
-    assert table.at(pool.indicator) == pytest.approx(np.array(expected))
+    assert table.offsets(pool.indicator) == pytest.approx(np.array(expected))
