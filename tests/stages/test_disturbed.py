@@ -166,12 +166,13 @@ def test_the_bank_holds_no_disturbed_finding(hogged_run):
     assert all(verdict != "disturbed" for _, verdict in runs[0].verdicts)
 
 
-def remeasured_normal(result) -> tuple[list, object, dict, object]:
-    """The trial first disturbed, its rerun (disturbed too), the re-measure and its trial row."""
-    rows = [(r.number, r.kind, r.status, r.reason, r.detail) for r in result.trials]
+def remeasured_normal(result) -> tuple[str, object, dict, object]:
+    """Every trial in words (for failure messages: a string is shown whole), the trial first
+    disturbed, its rerun (disturbed too), the re-measure and its trial row."""
+    rows = "\n".join(str((r.number, r.kind, r.status, r.reason, r.detail)) for r in result.trials)
     first = next(r for r in result.trials if r.status == "disturbed")
     [rerun] = [r for r in result.trials if r.rerun_of == first.number]
-    assert len(result.disturbance["renormalized"]) == 1, (result.disturbance, rows)
+    assert len(result.disturbance["renormalized"]) == 1, f"{result.disturbance}\n{rows}"
     [again] = result.disturbance["renormalized"]
     assert rerun.status == "disturbed" and again["after_trial"] == rerun.number and not again.get("failed"), rows
     assert again["background"]["normal_cores"] > 0.5 and again["background"]["limit_cores"] > 0.8
