@@ -34,17 +34,17 @@ def words(disturbance: dict[str, Any], *, list_reruns: bool = True) -> list[str]
     else:
         out.append("no trial disturbed by other processes beyond doctor's normal background")
     for again in disturbance.get("renormalized", []):
+        stayed = f"trial {again['after_trial']} stayed disturbed after a rerun"
         if again.get("failed"):
-            out.append(f"trial {again['after_trial']} stayed disturbed after a rerun: measuring the machine's normal "
-                       f"again failed (trial {again['trial']}, a baseline run, ended {again['failed']}), so later "
-                       f"trials were judged against doctor's normal")
+            out.append(f"{stayed}: measuring the machine's normal again failed (trial {again['trial']}, a baseline "
+                       f"run, ended {again['failed']}), so later trials were judged against doctor's normal")
             continue
         now = again["background"]
         then = ("so the run stopped there without promoting (the rest would have measured another machine)"
                 if again.get("stopped") else f"and later trials were judged against that ({now['limit_cores']:.2f} cores)")
-        out.append(f"trial {again['after_trial']} stayed disturbed after a rerun: the machine's normal was measured again "
-                   f"(trial {again['trial']}, a baseline run): other processes now use {now['normal_cores']:.2f} of "
-                   f"{now['cores']} cores, the baseline runs {again['slowdown']:.2f}x slower, {then}")
+        out.append(f"{stayed}: the machine's normal was measured again (trial {again['trial']}, a baseline run): "
+                   f"other processes now use {now['normal_cores']:.2f} of {now['cores']} cores, the baseline runs "
+                   f"{again['slowdown']:.2f}x slower, {then}")
     if disturbance.get("waited_s"):
         out.append(f"waited {disturbance['waited_s']:.0f} s for the machine to be quiet")
     return out
