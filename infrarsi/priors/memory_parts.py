@@ -35,6 +35,9 @@ class PartEffect:
     part: str
     log_mean: float
     log_sd: float
+    shared_sd: float = 0.0
+    """Of ``log_sd``, the sd of the baseline value's own level, which every value of the knob is
+    measured against: their effects move together by it (``_levels``)."""
 
 
 def _positive(value: KnobValue | None) -> float | None:
@@ -99,7 +102,7 @@ def _levels(table: dict[str, dict[str, tuple[float, float]]], canon: Callable[[K
         if a is None or b is None:
             return None
         (mean, sd), (ref, ref_sd) = levels[a], levels[b]
-        return PartEffect(part, mean - ref, max(math.hypot(sd, ref_sd), 0.02))
+        return PartEffect(part, mean - ref, max(math.hypot(sd, ref_sd), 0.02), ref_sd)
 
     return rule
 

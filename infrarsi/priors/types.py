@@ -51,6 +51,9 @@ class Prior:
     mem_part_log_mean: float = 0.0
     mem_part_log_sd: float = 0.0
     """The log effect on that part alone, which the search's memory model adds to the other part."""
+    mem_part_shared_sd: float = 0.0
+    """Of ``mem_part_log_sd``, what every value of the knob shares (the baseline's own level, which
+    each is measured against): a trial of one value teaches the others that much."""
 
     def __post_init__(self) -> None:
         for name in ("time_log_mean", "mem_log_mean"):
@@ -68,6 +71,9 @@ class Prior:
         if self.mem_part and not (abs(self.mem_part_log_mean) <= MAX_ABS_LOG and 0 < self.mem_part_log_sd <= MAX_SD):
             raise ValueError(f"prior {self.key!r}: the part's log effect must be within ±{MAX_ABS_LOG:.2f}, "
                              f"its sd in (0, {MAX_SD}]")
+        if not 0 <= self.mem_part_shared_sd <= self.mem_part_log_sd:
+            raise ValueError(f"prior {self.key!r}: mem_part_shared_sd={self.mem_part_shared_sd!r} must be in "
+                             f"[0, mem_part_log_sd]")
 
     @property
     def time_factor(self) -> float:
@@ -176,7 +182,7 @@ def _part_of(new: Prior, old: Prior) -> dict[str, Any]:
     effect, a model's answer) names none."""
     source = new if new.mem_part else old
     return {"mem_part": source.mem_part, "mem_part_log_mean": source.mem_part_log_mean,
-            "mem_part_log_sd": source.mem_part_log_sd}
+            "mem_part_log_sd": source.mem_part_log_sd, "mem_part_shared_sd": source.mem_part_shared_sd}
 
 
 def _product(mean: float, sd: float, new_mean: float, new_sd: float, neutral: float) -> tuple[float, float]:

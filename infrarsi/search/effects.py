@@ -12,6 +12,9 @@ from infrarsi.search.space import SearchSpace
 
 UNKNOWN_LOG_SD = NEUTRAL_TIME_SD
 """Spread given to a setting no source has an opinion on (the priors' neutral sd)."""
+MIN_OWN_SD = 0.02
+"""A setting's own sd beside what it shares with its knob's other values: the reference level
+(no recomputation, sd 0 against itself) still leaves its values a little apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +25,15 @@ class SettingPriors:
     sd: np.ndarray
     known: np.ndarray
     """True where the table had an entry."""
+    shared_sd: np.ndarray | None = None
+    """Of ``sd``, what a setting shares with its knob's other values (``Prior.mem_part_shared_sd``);
+    None: the settings' priors are independent."""
+
+    def without_shared(self, rows: np.ndarray) -> SettingPriors:
+        """The same, ``rows`` no longer sharing: a prior the data contradicted, or a curve's."""
+        if self.shared_sd is None:
+            return self
+        return SettingPriors(self.mean, self.sd, self.known, np.where(rows, 0.0, self.shared_sd))
 
 
 def setting_priors(space: SearchSpace, priors: PriorTable, quantity: str) -> SettingPriors:
@@ -63,7 +75,8 @@ def loosened(prior: SettingPriors, indicator: np.ndarray, effects: np.ndarray, s
             untried = (owner == owner[j]) & (n_with == 0) & ((side == 0) | (side == side[j]))
             wide[untried] = np.maximum(wide[untried], wide[j])
             hit = hit | untried
-    return SettingPriors(np.where(hit, 0.0, prior.mean), np.where(hit, wide, prior.sd), prior.known), hit
+    loose = SettingPriors(np.where(hit, 0.0, prior.mean), np.where(hit, wide, prior.sd), prior.known, prior.shared_sd)
+    return loose.without_shared(hit), hit
 
 
 def coefficient_prior(space: SearchSpace, prior: SettingPriors,
@@ -77,13 +90,25 @@ def coefficient_prior(space: SearchSpace, prior: SettingPriors,
     per-column sds would add up to a far wider one. ``column_sd`` is that vague sd (per column,
     or one for all): it shrinks every setting's prior toward zero, by little where the effects are
     small against it.
+
+    Settings of one knob whose priors share a part (``SettingPriors.shared_sd``: each value measured
+    against the baseline's own level) are one correlated observation: a trial of selective
+    recomputation then moves the prior of none with it, by what the two share.
     """
     deltas = space.setting_deltas
     p = space.n_features
-    weights = 1.0 / prior.sd**2
-    precision = deltas.T @ (deltas * weights[:, None]) + np.diag(np.broadcast_to(np.asarray(column_sd) ** -2.0, p))
-    mean = np.linalg.solve(precision, deltas.T @ (weights * prior.mean))
-    return mean, precision
+    vague = np.diag(np.broadcast_to(np.asarray(column_sd) ** -2.0, p))
+    if prior.shared_sd is None or not prior.shared_sd.any():
+        weights = 1.0 / prior.sd**2
+        precision = deltas.T @ (deltas * weights[:, None]) + vague
+        return np.linalg.solve(precision, deltas.T @ (weights * prior.mean)), precision
+    knob = np.array([space.knob_of(k) for k in space.setting_keys])
+    shared = prior.shared_sd
+    cov = np.where(knob[:, None] == knob[None, :], np.outer(shared, shared), 0.0)
+    np.fill_diagonal(cov, np.maximum(prior.sd**2, shared**2 + MIN_OWN_SD**2))
+    weights = np.linalg.inv(cov)
+    precision = deltas.T @ weights @ deltas + vague
+    return np.linalg.solve(precision, deltas.T @ (weights @ prior.mean)), precision
 
 
 def prior_startup_s(space: SearchSpace, priors: PriorTable) -> np.ndarray:

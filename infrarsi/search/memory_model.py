@@ -100,6 +100,8 @@ class PeakParts:
     """Per ``space.setting_keys``: "state", "activations" or "" (the whole peak)."""
     mean: np.ndarray
     sd: np.ndarray
+    shared_sd: np.ndarray
+    """Of ``sd``, what the setting shares with its knob's other values (``Prior.mem_part_shared_sd``)."""
     state_cols: np.ndarray
     """Per feature column: 1 where it moves the state (its knob names no part, or the state)..."""
     act_cols: np.ndarray
@@ -119,13 +121,14 @@ def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
     """The parts ``priors`` name (``Prior.mem_part``) for ``space``'s settings and columns: a knob
     with a part for any value moves that part only."""
     n = len(space.setting_keys)
-    part, mean, sd = np.full(n, "", dtype=object), np.zeros(n), np.full(n, UNKNOWN_LOG_SD)
+    part, mean, sd, shared = np.full(n, "", dtype=object), np.zeros(n), np.full(n, UNKNOWN_LOG_SD), np.zeros(n)
     implied = []
     for i, key in enumerate(space.setting_keys):
         prior = priors.get(key) if key in priors else None
         if prior is None or not prior.mem_part:
             continue
         part[i], mean[i], sd[i] = prior.mem_part, prior.mem_part_log_mean, prior.mem_part_log_sd
+        shared[i] = prior.mem_part_shared_sd
         # The whole-peak belief is the part's at the share the source assumed: (1-s) + s·e^part.
         whole, own = math.expm1(prior.mem_log_mean), math.expm1(prior.mem_part_log_mean)
         if abs(whole) > 0.1 and abs(own) > 0.2 and 0 < whole / own < 1:
@@ -136,7 +139,7 @@ def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
             part[i] = knob_part[space.knob_of(key)]  # a value no rule priced: its part, no belief
     cols = [knob_part.get(c.dim, "") for c in space.columns]
     share = float(np.clip(np.median(implied), 0.05, 0.95)) if implied else 0.5
-    return PeakParts(part.astype(str), mean, sd, np.array([c != "activations" for c in cols], dtype=float),
+    return PeakParts(part.astype(str), mean, sd, shared, np.array([c != "activations" for c in cols], dtype=float),
                      np.array([c != "state" for c in cols], dtype=float), math.log(share / (1 - share)))
 
 
@@ -174,7 +177,7 @@ class MemoryModel:
         part (unknown where no rule priced it), unless ``loose`` says the data contradicted it."""
         use = self.parts.parted if loose is None else self.parts.parted & ~loose
         return SettingPriors(np.where(use, self.parts.mean, whole.mean), np.where(use, self.parts.sd, whole.sd),
-                             whole.known | use)
+                             whole.known | use, np.where(use, self.parts.shared_sd, 0.0))
 
     def fit(self, history: list[TrialResult]) -> MemoryModel:
         self.data = memory_data(self.space, history)
@@ -223,9 +226,9 @@ class MemoryModel:
         peaks = self.data.indicator[~self.data.censored].sum(axis=0) > 0
         # A parted knob's untried values follow from its part, whose share the fit holds.
         curved = np.where(self.parts.parted, 0.0, self.space.setting_log2)
-        refit_untried(mean, sd, known, [self.space.knob_of(k) for k in self.space.setting_keys],
-                      curved, peaks, effects, sds)
-        return SettingPriors(mean, sd, known)
+        curve = refit_untried(mean, sd, known, [self.space.knob_of(k) for k in self.space.setting_keys],
+                              curved, peaks, effects, sds)
+        return SettingPriors(mean, sd, known, revised.shared_sd).without_shared(curve)
 
     def _unpack(self, theta: np.ndarray) -> tuple[float, float, np.ndarray, float]:
         """Intercept (log peak at the baseline), activations' share in logit, weights, log sigma."""

@@ -109,3 +109,44 @@ def test_a_prior_keeps_its_part_through_records_and_a_bank_that_measured_the_who
     with pytest.raises(ValueError, match="mem_part"):
         Prior(key="x=1", time_log_mean=0.0, time_log_sd=0.1, mem_log_mean=0.0, mem_log_sd=0.1, source="t",
               mem_part="weights", mem_part_log_mean=0.1, mem_part_log_sd=0.1)
+
+
+def _levels_space() -> SearchSpace:
+    knobs = [Knob(name="recompute", role="activation_checkpointing", type="str", default="full",
+                  domain=["full", "selective", "none"], tunable=True),
+             Knob(name="mb", role="micro_batch", type="int", default=1, domain=[1, 2], tunable=True)]
+    return SearchSpace.from_contract(contract_with(knobs, global_batch=8, budget_bytes=200 * GIB), [])
+
+
+def _level_priors(shared: float) -> PriorTable:
+    """Selective +2 ± 1.0 and none +3 ± 0.8 on the activations against full, as a level table gives
+    them: of their sds, ``shared`` is full's own level, which both are measured against."""
+    rows = [("recompute=selective", 2.0, 1.0), ("recompute=none", 3.0, 0.8), ("mb=2", math.log(2), 0.05)]
+    return PriorTable.of([
+        Prior(key=key, time_log_mean=0.0, time_log_sd=0.2, mem_log_mean=0.0, mem_log_sd=0.5, source="test",
+              mem_part="activations", mem_part_log_mean=own, mem_part_log_sd=sd,
+              mem_part_shared_sd=shared if key.startswith("recompute") else 0.0)
+        for key, own, sd in rows])
+
+
+def test_a_measured_level_moves_the_levels_measured_against_the_same_reference():
+    """Selective recomputation measured at e^3.5 its full-recomputation activations, 1.5 above its
+    prior: where the two values share full's level, none (never tried) follows it up; independent,
+    it stays at its prior and looks as cheap as selective."""
+    space = _levels_space()
+    state, activations = 40 * GIB, 2 * GIB
+    history = [result(Candidate(knobs={"recompute": level, "mb": mb}), step=1.0,
+                      peak=state + activations * mb * math.exp(own))
+               for level, own, mb in (("full", 0.0, 1), ("full", 0.0, 2), ("selective", 3.5, 1))]
+    none = Candidate(knobs={"recompute": "none", "mb": 1})
+    shared = _predicted_gib(MemoryModel(space, _level_priors(shared=0.8)).fit(history), space, none)
+    apart = _predicted_gib(MemoryModel(space, _level_priors(shared=0.0)).fit(history), space, none)
+    selective = (state + activations * math.exp(3.5)) / GIB
+    assert apart < selective * 1.1
+    assert shared > selective * 1.3
+
+
+def test_a_shared_sd_is_part_of_the_parts_sd():
+    with pytest.raises(ValueError, match="mem_part_shared_sd"):
+        Prior(key="x=1", time_log_mean=0.0, time_log_sd=0.1, mem_log_mean=0.0, mem_log_sd=0.1, source="t",
+              mem_part="activations", mem_part_log_mean=0.1, mem_part_log_sd=0.1, mem_part_shared_sd=0.2)
