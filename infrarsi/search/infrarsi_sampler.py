@@ -41,11 +41,17 @@ fits: at 0.5 half of the simulated clusters' pairings ran out of memory."""
 EI_P_FITS = (0.5, 0.7)
 """Expected improvement chooses among candidates at least this likely to fit, while any is: an
 OOM teaches the memory model one bound and the time model nothing. Even odds until a trial has run
-out of memory, so an optimum at the memory's edge stays within reach; surer after it, except for
-an OOMed trial with memory savers only, which keeps even odds: the pairing is how a hungry fast
-setting runs. On the simulated clusters, where candidates given 0.7-0.8 fit 90-100 % of the time,
+out of memory, so an optimum at the memory's edge stays within reach; surer after it (but see
+SAVER_P_FITS). On the simulated clusters, where candidates given 0.7-0.8 fit 90-100 % of the time,
 0.7 reaches the 70B's optima at 83-93 % of the memory, which 0.8 passed over in half the runs, for
 0.2 more OOM trials per run (docs/benchmarks.md, "The layout's state together")."""
+SAVER_P_FITS = 0.6
+"""After an OOM, a candidate that differs from an OOMed trial only by memory savers may be chosen at
+this confidence, below EI_P_FITS's: the pairing is how a hungry fast setting runs. 50 runs of
+20 trials on each simulated cluster (docs/benchmarks.md, "Levels measured against one reference"):
+at 0.5, 0.7 / 1.3 / 1.1 / 0.8 OOM trials per run (at most 2-3); at 0.6, 0.6 / 1.2 / 1.0 / 0.7 (at
+most 1-2) with as many or more runs reaching 95 % of the optimum; at 0.7, the 7B's runs reaching it
+fall from 88 % to 48 %."""
 TRUST_DISTANCE = 2
 """Expected improvement and the memory pairing choose within this many dimensions of a trial that
 ran in memory, while any candidate there is left: each of the memory model's parts is additive,
@@ -301,7 +307,7 @@ class InfraRSISampler(Sampler):
         likely = fresh & (p_fits >= EI_P_FITS[bool(oomed)])
         if oomed:
             savers = oom_savers(space, memory.setting_effects()[0], pool.indicator, space.indicator(_oomed(history)))
-            likely |= fresh & savers & (p_fits >= EI_P_FITS[0])
+            likely |= fresh & savers & (p_fits >= SAVER_P_FITS)
         pick = int(np.argmax(np.where(likely if likely.any() else fresh, scores.value, -np.inf)))
         reason = "expected improvement x P(fits) x P(runs)"
         if may_stop and scores.value[pick] < CONVERGED_GAIN:
