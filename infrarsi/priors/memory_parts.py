@@ -76,6 +76,8 @@ def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) 
     return PartEffect(ACTIVATIONS, -math.log(r), 0.05)
 
 
+LevelTable = dict[str, tuple[float, float]]
+"""Each level's log effect on its part and sd, against a reference level."""
 _RECOMPUTE = {
     # Selective drops the attention scores (5as/h of 34 + 5as/h bytes per token and hidden unit);
     # full keeps each layer's input, 2 of them, plus one layer's while it runs.
@@ -84,6 +86,31 @@ _RECOMPUTE = {
     # checkpointing at ~30% activations (docs/measured.md), about -0.5 on the activations.
     "cpu": {"off": (0.0, 0.0), "selective": (-0.2, 0.3), "on": (-0.5, 0.4)},
 }
+HEAD_DIM = 128
+"""An attention head's width where the model's is not known (Llama 2's, GPT-3's and Mixtral's): with
+it, 5as/h = 5s/128."""
+SCORES_SD = 0.3
+"""Spread of the scores' share from the head width: half or twice 128 moves it by 0.3-0.6 in log."""
+FULL_UNDER_SELECTIVE = (-2.0, 0.6)
+"""Full against selective recomputation: a layer's 2-byte input against its 34, plus one layer's
+activations while it recomputes (at 32-80 layers, -1.5 to -2.8)."""
+
+
+def _recompute(hw: Hardware, contract: Contract) -> LevelTable:
+    """The recomputation levels; on a GPU with the sequence length known, selective's saving is the
+    attention scores' 5s/h_d bytes of a layer's 34 + 5s/h_d (Korthikanti et al. 2022, Table 2):
+    twice as large in log at 4,096 tokens as at 512."""
+    seq = contract.workload.seq_len
+    if hw.device != "cuda" or not seq:
+        return _RECOMPUTE["cuda" if hw.device == "cuda" else "cpu"]
+    selective = -math.log1p(5 * seq / (34 * HEAD_DIM))
+    full, full_sd = FULL_UNDER_SELECTIVE
+    return {"off": (0.0, 0.0), "selective": (selective, SCORES_SD),
+            "on": (selective + full, math.hypot(SCORES_SD, full_sd))}
+
+
+def _by_device(table: dict[str, LevelTable]) -> Callable[[Hardware, Contract], LevelTable]:
+    return lambda hw, contract: table["cuda" if hw.device == "cuda" else "cpu"]
 
 
 def recompute_level(value: KnobValue) -> str:
@@ -94,10 +121,10 @@ def recompute_level(value: KnobValue) -> str:
     return "selective" if "selective" in text else "on"
 
 
-def _levels(table: dict[str, dict[str, tuple[float, float]]], canon: Callable[[KnobValue], str | None],
+def _levels(table: Callable[[Hardware, Contract], LevelTable], canon: Callable[[KnobValue], str | None],
             part: str) -> Rule:
     def rule(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
-        levels = table["cuda" if hw.device == "cuda" else "cpu"]
+        levels = table(hw, contract)
         a, b = canon(value), canon(knob.default)
         if a is None or b is None:
             return None
@@ -235,14 +262,14 @@ def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Cont
 PART_RULES: dict[str, Rule] = {
     "micro_batch": _micro_batch,
     "grad_accum": _grad_accum,
-    "activation_checkpointing": _levels(_RECOMPUTE, recompute_level, ACTIVATIONS),
+    "activation_checkpointing": _levels(_recompute, recompute_level, ACTIVATIONS),
     "fsdp": _sharding,
     # Each stage holds 1/p of the layers, while under 1F1B the first keeps p micro-batches of its
     # l/p layers in flight: the activations stay (Narayanan et al. 2021, Section 2.2).
     "pipeline_parallel": _split(1.0, 0.1),
     "expert_parallel": _split(EXPERT_STATE, 0.2),
     "virtual_pipeline": _virtual_pipeline,
-    "sequence_parallel": _levels(_SEQUENCE_PARALLEL, _sequence_parallel, ACTIVATIONS),
+    "sequence_parallel": _levels(_by_device(_SEQUENCE_PARALLEL), _sequence_parallel, ACTIVATIONS),
 }
 
 
