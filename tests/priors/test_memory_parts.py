@@ -8,6 +8,7 @@ import pytest
 from infrarsi.priors import builtin_table
 from infrarsi.priors.memory_parts import (
     EXPERT_STATE,
+    HEAD_DIM,
     WORKING_WEIGHTS,
     sharding_stage,
     state_interaction,
@@ -83,3 +84,19 @@ def test_the_experts_state_is_sharded_only_over_the_ranks_that_hold_the_same_exp
         (1 - EXPERT_STATE) * zero3 + EXPERT_STATE / 8)
     assert state_interaction({"fsdp": 3, "expert_parallel": 8}, hw, contract) > 0
     assert state_interaction({"fsdp": 3, "expert_parallel": 8}, hardware("cpu"), contract) == 0.0
+
+
+@pytest.mark.parametrize("seq", [0, 512, 4096])
+def test_selective_recomputation_saves_the_attention_scores_of_the_sequence(make_context, contract_with, seq):
+    """On a GPU selective recomputation drops the scores, 5s/h_d of a layer's 34 + 5s/h_d bytes: the
+    longer the sequence, the more it saves against none; with no sequence length, the fixed table.
+    Both values are priced against full recomputation, whose own sd they share."""
+    knobs = [knob("recompute", "activation_checkpointing", "str", "full", ["full", "selective", "none"])]
+    contract = contract_with(knobs)
+    contract = replace(contract, workload=replace(contract.workload, seq_len=seq))
+    table = builtin_table(make_context("cuda", contract=contract))
+    selective, none = table.get("recompute=selective"), table.get("recompute=none")
+    saved = none.mem_part_log_mean - selective.mem_part_log_mean
+    assert saved == pytest.approx(math.log1p(5 * seq / (34 * HEAD_DIM)) if seq else 1.0)
+    assert selective.mem_part_shared_sd == none.mem_part_shared_sd == pytest.approx(none.mem_part_log_sd)
+    assert 0 < none.mem_part_shared_sd < selective.mem_part_log_sd
