@@ -96,21 +96,21 @@ FULL_UNDER_SELECTIVE = (-2.0, 0.6)
 activations while it recomputes (at 32-80 layers, -1.5 to -2.8)."""
 
 
+def _by_device(table: dict[str, LevelTable]) -> Callable[[Hardware, Contract], LevelTable]:
+    return lambda hw, contract: table["cuda" if hw.device == "cuda" else "cpu"]
+
+
 def _recompute(hw: Hardware, contract: Contract) -> LevelTable:
     """The recomputation levels; on a GPU with the sequence length known, selective's saving is the
     attention scores' 5s/h_d bytes of a layer's 34 + 5s/h_d (Korthikanti et al. 2022, Table 2):
     twice as large in log at 4,096 tokens as at 512."""
     seq = contract.workload.seq_len
     if hw.device != "cuda" or not seq:
-        return _RECOMPUTE["cuda" if hw.device == "cuda" else "cpu"]
+        return _by_device(_RECOMPUTE)(hw, contract)
     selective = -math.log1p(5 * seq / (34 * HEAD_DIM))
     full, full_sd = FULL_UNDER_SELECTIVE
     return {"off": (0.0, 0.0), "selective": (selective, SCORES_SD),
             "on": (selective + full, math.hypot(SCORES_SD, full_sd))}
-
-
-def _by_device(table: dict[str, LevelTable]) -> Callable[[Hardware, Contract], LevelTable]:
-    return lambda hw, contract: table["cuda" if hw.device == "cuda" else "cpu"]
 
 
 def recompute_level(value: KnobValue) -> str:

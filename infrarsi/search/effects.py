@@ -97,18 +97,20 @@ def coefficient_prior(space: SearchSpace, prior: SettingPriors,
     """
     deltas = space.setting_deltas
     p = space.n_features
-    vague = np.diag(np.broadcast_to(np.asarray(column_sd) ** -2.0, p))
+    weights = _observation_precision(space, prior)
+    precision = deltas.T @ weights @ deltas + np.diag(np.broadcast_to(np.asarray(column_sd) ** -2.0, p))
+    return np.linalg.solve(precision, deltas.T @ (weights @ prior.mean)), precision
+
+
+def _observation_precision(space: SearchSpace, prior: SettingPriors) -> np.ndarray:
+    """The inverse covariance of the settings' priors: diagonal where they are independent."""
     if prior.shared_sd is None or not prior.shared_sd.any():
-        weights = 1.0 / prior.sd**2
-        precision = deltas.T @ (deltas * weights[:, None]) + vague
-        return np.linalg.solve(precision, deltas.T @ (weights * prior.mean)), precision
+        return np.diag(prior.sd**-2.0)
     knob = np.array([space.knob_of(k) for k in space.setting_keys])
     shared = prior.shared_sd
     cov = np.where(knob[:, None] == knob[None, :], np.outer(shared, shared), 0.0)
     np.fill_diagonal(cov, np.maximum(prior.sd**2, shared**2 + MIN_OWN_SD**2))
-    weights = np.linalg.inv(cov)
-    precision = deltas.T @ weights @ deltas + vague
-    return np.linalg.solve(precision, deltas.T @ (weights @ prior.mean)), precision
+    return np.linalg.inv(cov)
 
 
 def prior_startup_s(space: SearchSpace, priors: PriorTable) -> np.ndarray:
