@@ -159,6 +159,10 @@ class Workload:
     """The knob holding the global batch; empty when it is derived (micro-batch x accumulation) or unknown."""
     seq_len_knob: str = ""
     """The knob holding the sequence length; empty when unknown."""
+    hidden: int = 0
+    """The model's hidden size; 0: unknown (doctor sets it from the probe's model facts)."""
+    heads: int = 0
+    """Its attention heads; 0: unknown (as ``hidden``)."""
     samples_per_step: int | None = None
     """Global samples per step (images, clips…) as the launcher counts them, for workloads without
     tokens (doctor sets it); None: not fixed, a token workload is held to ``tokens_per_step``."""
@@ -195,7 +199,7 @@ class Workload:
         for name in ("measured_steps", "planned_steps"):
             if getattr(self, name) <= 0:
                 raise ContractError(f"workload.{name}", "must be positive")
-        for name in ("tokens_per_step", "seq_len", "global_batch"):
+        for name in ("tokens_per_step", "seq_len", "global_batch", "hidden", "heads"):
             if getattr(self, name) < 0:
                 raise ContractError(f"workload.{name}", "must not be negative (0: unknown until doctor measures it)")
         if self.warmup_steps < 0:
@@ -447,7 +451,7 @@ _TYPES = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
                  "module": str, "command_from": str, "env": dict, "overrides": dict, "notes": list,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
-                 "global_batch_knob": str, "seq_len_knob": str, "samples_per_step": int,
+                 "global_batch_knob": str, "seq_len_knob": str, "samples_per_step": int, "hidden": int, "heads": int,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},
     "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
     "memory": {"budget_bytes": int, "device": str},

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi.priors.attention_core import scores_saving
 
 if TYPE_CHECKING:  # importing it imports torch; the rules read the device and the GPU count
     from infrarsi.records.hardware import HardwareFingerprint as Hardware
@@ -86,11 +87,6 @@ _RECOMPUTE = {
     # checkpointing at ~30% activations (docs/measured.md), about -0.5 on the activations.
     "cpu": {"off": (0.0, 0.0), "selective": (-0.2, 0.3), "on": (-0.5, 0.4)},
 }
-HEAD_DIM = 128
-"""An attention head's width where the model's is not known (Llama 2's, GPT-3's and Mixtral's): with
-it, 5as/h = 5s/128."""
-SCORES_SD = 0.3
-"""Spread of the scores' share from the head width: half or twice 128 moves it by 0.3-0.6 in log."""
 FULL_UNDER_SELECTIVE = (-2.0, 0.6)
 """Full against selective recomputation: a layer's 2-byte input against its 34, plus one layer's
 activations while it recomputes (at 32-80 layers, -1.5 to -2.8)."""
@@ -102,15 +98,12 @@ def _by_device(table: dict[str, LevelTable]) -> Callable[[Hardware, Contract], L
 
 def _recompute(hw: Hardware, contract: Contract) -> LevelTable:
     """The recomputation levels; on a GPU with the sequence length known, selective's saving is the
-    attention scores' 5s/h_d bytes of a layer's 34 + 5s/h_d (Korthikanti et al. 2022, Table 2):
-    twice as large in log at 4,096 tokens as at 512."""
-    seq = contract.workload.seq_len
-    if hw.device != "cuda" or not seq:
+    attention scores' (``attention_core.scores_saving``): twice as large in log at 4,096 tokens as at 512."""
+    saving = scores_saving(contract) if hw.device == "cuda" else None
+    if saving is None:
         return _by_device(_RECOMPUTE)(hw, contract)
-    selective = -math.log1p(5 * seq / (34 * HEAD_DIM))
-    full, full_sd = FULL_UNDER_SELECTIVE
-    return {"off": (0.0, 0.0), "selective": (selective, SCORES_SD),
-            "on": (selective + full, math.hypot(SCORES_SD, full_sd))}
+    (selective, sd), (full, full_sd) = saving, FULL_UNDER_SELECTIVE
+    return {"off": (0.0, 0.0), "selective": (selective, sd), "on": (selective + full, math.hypot(sd, full_sd))}
 
 
 def recompute_level(value: KnobValue) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from enum import StrEnum
@@ -279,8 +280,10 @@ def _machine_background(waiter: quiet.QuietWaiter, on_event: EventSink) -> tuple
 
 def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contract:
     """Fill in what init could not derive (tokens per step, sequence length, global batch: 0 in
-    the contract) from what the launcher counted in the baseline runs. A workload without tokens
-    (images, audio) is held to its samples per step instead."""
+    the contract) from what the launcher counted in the baseline runs, and the model's shape from
+    the facts the script gave the probe (``with_model_shape``). A workload without tokens (images,
+    audio) is held to its samples per step instead."""
+    contract = with_model_shape(contract, runs[0].model_facts if runs else {})
     w = contract.workload
     if w.tokens_per_step and w.seq_len and w.global_batch:
         return contract
@@ -308,6 +311,16 @@ def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contr
     global_batch = w.global_batch or sequences or tokens_per_step // seq_len
     return replace(contract, workload=replace(w, tokens_per_step=tokens_per_step, seq_len=seq_len,
                                               global_batch=global_batch))
+
+
+def with_model_shape(contract: Contract, facts: Mapping[str, int]) -> Contract:
+    """The hidden size and heads the script's ``probe.model`` reported, where the contract has none:
+    the priors price selective recomputation from them (``infrarsi.priors.recompute``)."""
+    w = contract.workload
+    heads, head_dim = int(facts.get("heads", 0)), int(facts.get("head_dim", 0))
+    if (w.hidden and w.heads) or heads <= 0 or head_dim <= 0:
+        return contract
+    return replace(contract, workload=replace(w, hidden=w.hidden or heads * head_dim, heads=w.heads or heads))
 
 
 def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: EventSink = ignore) -> Contract:

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from infrarsi.priors import builtin_table
+from infrarsi.priors.attention_core import HEAD_DIM
 from infrarsi.priors.memory_parts import (
     EXPERT_STATE,
-    HEAD_DIM,
     WORKING_WEIGHTS,
     sharding_stage,
     state_interaction,

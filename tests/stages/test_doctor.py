@@ -222,6 +222,16 @@ def test_unknown_tokens_per_step_are_learned_from_the_baseline(tmp_path):
         with_measured_workload(contract, runs)
 
 
+def test_the_model_shape_comes_from_the_probe_s_facts_where_the_contract_has_none(tmp_path):
+    contract = dense_gpt_contract(_locked_repo(tmp_path))
+    facts = {"params": 1000, "layers": 2, "heads": 4, "head_dim": 16, "seq_len": 64}
+    learned = with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts)]).workload
+    assert (learned.hidden, learned.heads) == (64, 4)
+    assert with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9])]).workload.hidden == 0
+    contract.workload.hidden, contract.workload.heads = 128, 8
+    assert with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts)]).workload.hidden == 128
+
+
 def test_an_evaluation_batch_is_searched_only_where_the_trials_reach_an_evaluation(tmp_path):
     contract = dense_gpt_contract(_locked_repo(tmp_path))
     contract.knobs.append(Knob(name="eval_batch_size", role="eval_batch", type="int", default=64,
