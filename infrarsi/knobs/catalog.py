@@ -135,6 +135,15 @@ def classify(knob: RawKnob, names: list[str]) -> Rule:
     return Rule("unknown", "")
 
 
+_SHAPE = {"hidden": r"n_?embd|d_model|hidden_(size|dim)|dim|emb(ed(ding)?)?_(dim|size)",
+          "heads": r"n_?heads?|num_(attention_)?heads"}
+
+
+def shape_of(name: str) -> str:
+    """Which of the model's widths a model knob holds: hidden | heads | "" (neither)."""
+    return next((what for what, pattern in _SHAPE.items() if _match(name, pattern)), "")
+
+
 def counts_epochs(knob: RawKnob) -> bool:
     """Whether the knob is the job's number of passes over its data (``--epochs``, or an ``--niter``
     whose help says "number of epochs to train for")."""

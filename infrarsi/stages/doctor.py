@@ -314,13 +314,13 @@ def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contr
 
 
 def with_model_shape(contract: Contract, facts: Mapping[str, int]) -> Contract:
-    """The hidden size and heads the script's ``probe.model`` reported, where the contract has none:
-    the priors price selective recomputation from them (``infrarsi.priors.recompute``)."""
-    w = contract.workload
+    """The hidden size and heads the script's ``probe.model`` reported, over init's reading of the
+    knobs' names (``catalog.shape_of``): the priors price selective recomputation from them
+    (``infrarsi.priors.attention_core``)."""
     heads, head_dim = int(facts.get("heads", 0)), int(facts.get("head_dim", 0))
-    if (w.hidden and w.heads) or heads <= 0 or head_dim <= 0:
+    if heads <= 0 or head_dim <= 0:
         return contract
-    return replace(contract, workload=replace(w, hidden=w.hidden or heads * head_dim, heads=w.heads or heads))
+    return replace(contract, workload=replace(contract.workload, hidden=heads * head_dim, heads=heads))
 
 
 def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: EventSink = ignore) -> Contract:

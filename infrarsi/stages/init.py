@@ -48,7 +48,7 @@ from infrarsi.contract import (
     load_contract,
     save_contract,
 )
-from infrarsi.knobs.catalog import counts_epochs, domain
+from infrarsi.knobs.catalog import counts_epochs, domain, shape_of
 from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
@@ -361,6 +361,8 @@ class _Facts:
     tokens: int = 0
     seq_len: int = 0
     seq_len_knob: str = ""
+    hidden: int = 0
+    heads: int = 0
     seed: int | None = None
     steps: RawKnob | None = None
     epochs: RawKnob | None = None
@@ -381,6 +383,9 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
             facts.global_batch_knob = k.name
         elif aspect == "seq_len" and isinstance(k.default, int) and not facts.seq_len_knob:
             facts.seq_len, facts.seq_len_knob = k.default, k.name
+        elif aspect == "model" and type(k.default) is int and k.default > 0 and (what := shape_of(k.name)) \
+                and not getattr(facts, what):
+            setattr(facts, what, k.default)
         elif aspect == "seed" and isinstance(k.default, int) and facts.seed is None:
             facts.seed = k.default
         elif roles[k.name] == "steps" and isinstance(k.default, int) and facts.steps is None:
@@ -506,6 +511,8 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
         global_batch=facts.global_batch,
         global_batch_knob=facts.global_batch_knob,
         seq_len_knob=facts.seq_len_knob,
+        hidden=facts.hidden,
+        heads=facts.heads,
         seed=facts.seed or 0,
         warmup_steps=warmup,
         measured_steps=measured,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infrarsi.knobs.catalog import classify, domain, power_of_two_divisors
+from infrarsi.knobs.catalog import classify, domain, power_of_two_divisors, shape_of
 from infrarsi.knobs.discover import RawKnob
 
 
@@ -143,3 +143,12 @@ def test_parallel_degrees_divide_the_nodes_gpus():
     assert domain("virtual_pipeline", knob("vpp", 1), global_batch=16, cpu_count=2)[0] == [1, 2, 4]
     assert domain("sequence_parallel", knob("sp", False), global_batch=16, cpu_count=2)[0] == [False, True]
     assert domain("sequence_parallel", knob("sp", 0), global_batch=16, cpu_count=2)[0] == [0, 1]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("n_embd", "hidden"), ("hidden_size", "hidden"), ("d_model", "hidden"), ("model.dim", "hidden"),
+    ("n_head", "heads"), ("num_attention_heads", "heads"), ("nHeads", "heads"),
+    ("n_kv_heads", ""), ("head_dim", ""), ("n_layer", ""), ("ffn_dim", ""),
+])
+def test_the_model_s_widths_by_name(name, expected):
+    assert shape_of(name) == expected

@@ -228,8 +228,11 @@ def test_the_model_shape_comes_from_the_probe_s_facts_where_the_contract_has_non
     learned = with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts)]).workload
     assert (learned.hidden, learned.heads) == (64, 4)
     assert with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9])]).workload.hidden == 0
+    # The script's own facts over init's reading of its knobs' names.
     contract.workload.hidden, contract.workload.heads = 128, 8
-    assert with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts)]).workload.hidden == 128
+    learned = with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts)]).workload
+    assert (learned.hidden, learned.heads) == (64, 4)
+    assert with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9])]).workload.hidden == 128
 
 
 def test_an_evaluation_batch_is_searched_only_where_the_trials_reach_an_evaluation(tmp_path):

@@ -52,6 +52,7 @@ def test_argparse_repo(tmp_path):
     assert (w.command, w.launcher, w.knob_style) == (["python", "train.py"], "python", "argparse")
     assert (w.global_batch, w.seq_len, w.tokens_per_step) == (16, 64, 1024)
     assert (w.global_batch_knob, w.seq_len_knob, w.seed) == ("batch_size", "block_size", 1337)
+    assert (w.hidden, w.heads) == (128, 0)  # n_embd; no heads knob
     assert (w.warmup_steps, w.measured_steps, w.planned_steps, w.args) == (3, 10, 200, {"max_iters": 13})
     assert contract.loss.compare_steps == 13
     assert contract.memory.budget_bytes == 1536 * 2**20  # the README's budget line
@@ -241,6 +242,8 @@ def test_fixture(tmp_path, name):
     wrong = {n: (found[n], r) for n, r in expected.items() if found[n] != r}
     assert not wrong, f"(found, expected) roles: {wrong}"
     assert c.workload.tokens_per_step == c.workload.global_batch * c.workload.seq_len > 0
+    # The model's shape from its knobs, as the command runs it: selective recomputation's prior reads it.
+    assert (c.workload.hidden, c.workload.heads) == (c.knob("n_embd").default, c.knob("n_head").default)
     for role in ("micro_batch", "activation_checkpointing", "compile", "dtype", "optimizer_impl", "threads"):
         assert all(k.tunable for k in c.by_role(role)), role
     readme = source / "README.md"
