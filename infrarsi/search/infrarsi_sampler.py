@@ -51,7 +51,7 @@ this confidence, below EI_P_FITS's: the pairing is how a hungry fast setting run
 20 trials on each simulated cluster (docs/benchmarks.md, "Levels measured against one reference"):
 at 0.5, 0.7 / 1.3 / 1.1 / 0.8 OOM trials per run (at most 2-3); at 0.6, 0.6 / 1.2 / 1.0 / 0.7 (at
 most 1-2) with as many or more runs reaching 95 % of the optimum; at 0.7, the 7B's runs reaching it
-fall from 88 % to 48 %."""
+fall from 88 % to 48 %. A saver must be one by the priors' prices too (``oom_savers``'s ``believed``)."""
 TRUST_DISTANCE = 2
 """Expected improvement and the memory pairing choose within this many dimensions of a trial that
 ran in memory, while any candidate there is left: each of the memory model's parts is additive,
@@ -306,7 +306,9 @@ class InfraRSISampler(Sampler):
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         likely = fresh & (p_fits >= EI_P_FITS[bool(oomed)])
         if oomed:
-            savers = oom_savers(space, memory.setting_effects()[0], pool.indicator, space.indicator(_oomed(history)))
+            fitted, prior = memory.setting_effects()[0], memory.setting_prior
+            savers = oom_savers(space, fitted, pool.indicator, space.indicator(_oomed(history)),
+                                np.where(prior.known, prior.mean, fitted))
             likely |= fresh & savers & (p_fits >= SAVER_P_FITS)
         pick = int(np.argmax(np.where(likely if likely.any() else fresh, scores.value, -np.inf)))
         reason = "expected improvement x P(fits) x P(runs)"
