@@ -160,7 +160,8 @@ class Workload:
     seq_len_knob: str = ""
     """The knob holding the sequence length; empty when unknown."""
     hidden: int = 0
-    """The model's hidden size; 0: unknown (doctor sets it from the probe's model facts)."""
+    """The model's hidden size; 0: unknown (init reads it off a model knob's name, doctor from the
+    probe's model facts)."""
     heads: int = 0
     """Its attention heads; 0: unknown (as ``hidden``)."""
     samples_per_step: int | None = None
