@@ -32,9 +32,13 @@ DRIVER = textwrap.dedent("""
 SLEEPER = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
 
 
-def _tree_after_kill(tmp_path, argv: list[str], expect: int) -> tuple[list[psutil.Process], list[psutil.Process]]:
-    """Start a driver that launches ``argv`` as a trial, wait for ``expect`` descendants, SIGKILL
-    the driver; return (descendants, those still alive 20 s later)."""
+def _tree_after_kill(tmp_path, argv: list[str], expect: int, up: int) -> tuple[list[psutil.Process], list[psutil.Process]]:
+    """Start a driver that launches ``argv`` as a trial, wait for ``expect`` descendants and ``up``
+    workers that said so, SIGKILL the driver; return (descendants, those still alive 20 s later).
+
+    Waiting for the workers' own word, not only their count, keeps the kill out of the moment
+    torchrun is still forking them (a process counted there may not be its worker yet)."""
+    log = tmp_path / "trial.log"
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, *argv], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     tree: list[psutil.Process] = []
     try:
@@ -45,7 +49,10 @@ def _tree_after_kill(tmp_path, argv: list[str], expect: int) -> tuple[list[psuti
             tree = [p for p in root.children(recursive=True) if p not in tree] + tree
             return len(tree) >= expect
 
-        wait_for(grown, 120, f"{expect} processes under the driver")
+        def ready():
+            return log.exists() and log.read_text().count("up") >= up and grown()
+
+        wait_for(ready, 120, f"{expect} processes under the driver, {up} of them up")
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(10)
         _gone, alive = psutil.wait_procs(tree, timeout=20)
@@ -60,7 +67,7 @@ def _tree_after_kill(tmp_path, argv: list[str], expect: int) -> tuple[list[psuti
 
 def test_plain_trial_dies_with_its_worker(tmp_path):
     (tmp_path / "train.py").write_text(SLEEPER)
-    tree, alive = _tree_after_kill(tmp_path, [sys.executable, "train.py"], expect=1)
+    tree, alive = _tree_after_kill(tmp_path, [sys.executable, "train.py"], expect=1, up=1)
     assert tree and not alive, f"left running after the worker died: {[p.pid for p in alive]}"
 
 
@@ -69,6 +76,6 @@ def test_torchrun_group_dies_with_its_worker(tmp_path):
     (tmp_path / "train.py").write_text(SLEEPER)
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py"]
     # torchrun itself and its two workers (in sessions of their own)
-    tree, alive = _tree_after_kill(tmp_path, argv, expect=3)
+    tree, alive = _tree_after_kill(tmp_path, argv, expect=3, up=2)
     assert len(tree) >= 3
     assert not alive, f"torchrun group left running after the worker died: {[(p.pid, p.cmdline()) for p in alive]}"
