@@ -39,6 +39,10 @@ class DatasheetEntry:
     tflops: dict[str, float]
     """Dense peak TFLOP/s per dtype (vendors quote 2:4 sparsity as 2× these; not used here)."""
     source: str
+    nvlink_gbs: float | None = None
+    """GB/s each GPU moves in one direction over the switched NVLink fabric that joins a node's GPUs
+    all to all (half the datasheet's bidirectional figure); None where the GPUs are not so joined
+    (PCIe cards, bridged pairs, V100's cube mesh) or the datasheet does not say."""
 
 
 # Order matters: the first matching pattern wins, so variants come before the family name.
@@ -54,8 +58,9 @@ DATASHEET: tuple[DatasheetEntry, ...] = (
         name="H200 SXM",
         pattern=r"H200",
         tflops={"bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0},
-        source="NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column, sparse values halved "
-        "(https://www.nvidia.com/en-us/data-center/h200/)",
+        source="NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column, sparse values halved; NVLink "
+        "900 GB/s (https://www.nvidia.com/en-us/data-center/h200/)",
+        nvlink_gbs=450.0,
     ),
     DatasheetEntry(
         name="H100 NVL",
@@ -75,15 +80,24 @@ DATASHEET: tuple[DatasheetEntry, ...] = (
         name="H100 SXM",
         pattern=r"H100",
         tflops={"bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0},
-        source="NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column, sparse values halved "
-        "(https://www.nvidia.com/en-us/data-center/h100/)",
+        source="NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column, sparse values halved; NVLink "
+        "900 GB/s (https://www.nvidia.com/en-us/data-center/h100/)",
+        nvlink_gbs=450.0,
     ),
     DatasheetEntry(
-        name="A100",
+        name="A100 PCIe",
+        pattern=r"A100.*PCIe",
+        tflops={"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
+        source="NVIDIA A100 Tensor Core GPU datasheet, 40GB/80GB PCIe columns; NVLink only as a bridge "
+        "between pairs (https://www.nvidia.com/en-us/data-center/a100/)",
+    ),
+    DatasheetEntry(
+        name="A100 SXM",
         pattern=r"A100",
         tflops={"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
-        source="NVIDIA A100 Tensor Core GPU datasheet, 40GB/80GB PCIe and SXM columns (same peaks) "
-        "(https://www.nvidia.com/en-us/data-center/a100/)",
+        source="NVIDIA A100 Tensor Core GPU datasheet, 40GB/80GB SXM columns (the PCIe cards' peaks are "
+        "the same); NVLink 600 GB/s (https://www.nvidia.com/en-us/data-center/a100/)",
+        nvlink_gbs=300.0,
     ),
     DatasheetEntry(
         name="L40S",

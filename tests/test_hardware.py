@@ -90,25 +90,26 @@ def test_measurement_stays_within_its_budget_for_a_slow_dtype():
 
 
 @pytest.mark.parametrize(
-    "name,entry,bf16_tflops",
+    "name,entry,bf16_tflops,nvlink_gbs",
     [
-        ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.5),
-        ("NVIDIA H100 PCIe", "H100 PCIe", 756.5),
-        ("NVIDIA H100 NVL", "H100 NVL", 835.5),
-        ("NVIDIA H200", "H200 SXM", 989.5),
-        ("NVIDIA A100-SXM4-80GB", "A100", 312.0),
-        ("NVIDIA A100-PCIE-40GB", "A100", 312.0),
-        ("NVIDIA L4", "L4", 121.0),
-        ("NVIDIA L40S", "L40S", 362.05),
-        ("NVIDIA A10", "A10", 125.0),
-        ("NVIDIA GeForce RTX 4090", "RTX 4090", 165.2),
-        ("Tesla V100-SXM2-16GB", "V100 SXM2", None),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.5, 450.0),
+        ("NVIDIA H100 PCIe", "H100 PCIe", 756.5, None),
+        ("NVIDIA H100 NVL", "H100 NVL", 835.5, None),
+        ("NVIDIA H200", "H200 SXM", 989.5, 450.0),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM", 312.0, 300.0),
+        ("NVIDIA A100-PCIE-40GB", "A100 PCIe", 312.0, None),
+        ("NVIDIA L4", "L4", 121.0, None),
+        ("NVIDIA L40S", "L40S", 362.05, None),
+        ("NVIDIA A10", "A10", 125.0, None),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090", 165.2, None),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2", None, None),
     ],
 )
-def test_datasheet_matches_device_names_as_torch_reports_them(name, entry, bf16_tflops):
+def test_datasheet_matches_device_names_as_torch_reports_them(name, entry, bf16_tflops, nvlink_gbs):
     found = datasheet_entry(name)
     assert found is not None and found.name == entry
     assert found.tflops.get("bf16") == bf16_tflops
+    assert found.nvlink_gbs == nvlink_gbs
 
 
 def test_unknown_gpus_are_not_guessed():

@@ -3,7 +3,7 @@
 Every figure is the vendor's, per GPU; docs/sim.md names the datasheet each comes from. Bandwidths
 are bytes per second in one direction (the rate a ring collective moves data at), peaks are dense
 (no 2:4 sparsity), HBM capacities binary (a datasheet's "80GB" A100 reports 81,920 MiB). The peaks
-are ``infrarsi.datasheet``'s, the table measured runs are priced with.
+and NVLink bandwidths are ``infrarsi.datasheet``'s, the table measured runs and the priors are priced with.
 """
 
 from __future__ import annotations
@@ -38,12 +38,18 @@ def _bf16_peak(name: str) -> float:
     return entry.tflops["bf16"] * 1e12
 
 
+def _nvlink(name: str) -> float:
+    entry = datasheet_entry(name)
+    assert entry is not None and entry.nvlink_gbs is not None, name
+    return entry.nvlink_gbs * GB
+
+
 A100_80GB = GPU(name="A100-80GB-SXM", peak_flops=_bf16_peak("A100"), hbm_bytes=80 * GIB, hbm_bw=2039 * GB,
-                nvlink_bw=300 * GB, nic_bw=200e9 / 8)
+                nvlink_bw=_nvlink("A100 SXM"), nic_bw=200e9 / 8)
 H100_SXM = GPU(name="H100-SXM-80GB", peak_flops=_bf16_peak("H100 SXM"), hbm_bytes=80 * GIB, hbm_bw=3350 * GB,
-               nvlink_bw=450 * GB, nic_bw=400e9 / 8)
+               nvlink_bw=_nvlink("H100 SXM"), nic_bw=400e9 / 8)
 H200 = GPU(name="H200-SXM-141GB", peak_flops=_bf16_peak("H200 SXM"), hbm_bytes=141 * GIB, hbm_bw=4800 * GB,
-           nvlink_bw=450 * GB, nic_bw=400e9 / 8)
+           nvlink_bw=_nvlink("H200 SXM"), nic_bw=400e9 / 8)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.priors.attention_core import SELECTIVE_TIME_SD, selective_time
 from infrarsi.priors.memory_parts import PartEffect, in_flight, part_effect, recompute_level, value_ratio
+from infrarsi.priors.tensor_parallel import SPLIT_TIME_SD, SPLIT_TIME_SD_PER_OCTAVE, split_time
 from infrarsi.priors.types import (
     BASELINE_SD,
     Prior,
@@ -455,9 +456,26 @@ def _degree(cpu: Split, cuda: Split) -> Callable[[Knob, KnobValue, Hardware, Con
         split = cuda if hw.device == "cuda" else cpu
         if knob.role == "tensor_parallel" and not _on(contract, "sequence_parallel"):
             split = replace(split, share=split.share - UNSPLIT_ACTIVATIONS)
-        return split_effect(float(value), float(knob.default), split, _node_gpus(hw))
+        effect = split_effect(float(value), float(knob.default), split, _node_gpus(hw))
+        if knob.role == "tensor_parallel" and hw.device == "cuda":
+            return _priced_tensor_parallel(effect, float(value), float(knob.default), split, hw, contract)
+        return effect
 
     return rule
+
+
+def _priced_tensor_parallel(effect: Effect, value: float, default: float, split: Split, hw: Hardware,
+                            contract: Contract) -> Effect:
+    """``effect`` with its time inside the NVLink domain priced from the model's shape and the GPU's
+    datasheet (``tensor_parallel.split_time``) where both are known; beyond the domain the table's."""
+    node = _node_gpus(hw)
+    inside = split_time(contract, hw, min(value, node), min(default, node))
+    if inside is None:
+        return effect
+    beyond = math.log2(max(value, node) / max(default, node))
+    octaves = abs(math.log2(value / default))
+    sd = math.hypot(SPLIT_TIME_SD + SPLIT_TIME_SD_PER_OCTAVE * octaves, 0.15 * abs(beyond))
+    return replace(effect, time=inside + split.across * beyond, time_sd=sd)
 
 
 IN_FLIGHT_SHARE = 0.2
