@@ -50,6 +50,6 @@ def strategy(method: str, table, seed: int, bank_url: str | None = None) -> Stra
                    hardware=table.hardware,
                    min_speedup=min_speedup, noise_cv=table.data.get("noise_cv", 0.0), max_rejected=MAX_REJECTED)
     if use_bank:
-        advice = experience(table, bank_url).advice(contract)
+        advice = experience(table, bank_url).advice(contract, out.priors)
         out.use_bank(advice.priors, advice.seeds)
     return out

@@ -146,7 +146,7 @@ def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
     plan = earlier.strategy
     experience(table, bank_url).record(SimpleNamespace(patch_checks=checks, promoted=promoted), earlier.history,
                                        contract=table.contract, space=plan.space, priors=plan.priors,
-                                       noise_cv=plan.noise_cv)
+                                       own=plan.own_priors, noise_cv=plan.noise_cv)
 
 
 BAD_RUN_SD = 0.01

@@ -47,14 +47,18 @@ class Experience:
     def open(cls, url: str | None, contract: Contract, model_facts: dict[str, Any], hardware: Any) -> Experience:
         return cls(ExperienceBank(url), WorkloadSignature.from_contract(contract, model_facts), hardware)
 
-    def advice(self, contract: Contract) -> Advice:
-        return Advice(self.bank.priors_for(self.signature, self.hardware.id, baselines=contract.defaults()),
+    def advice(self, contract: Contract, own: PriorTable | None = None) -> Advice:
+        """``own``: this run's priors from its own sources, which the bank's findings are re-based
+        on (``ExperienceBank.priors_for``'s ``reference``)."""
+        return Advice(self.bank.priors_for(self.signature, self.hardware.id, baselines=contract.defaults(),
+                                           reference=own),
                       [s.candidate for s in self.bank.seeds(self.signature, self.hardware.id, k=BANK_SEEDS)])
 
     def record(self, result, history: list[TrialResult], *, contract: Contract, space: SearchSpace,
-               priors: PriorTable, noise_cv: float) -> None:
+               priors: PriorTable, own: PriorTable, noise_cv: float) -> None:
         """Effects, patch verdicts and the promoted configuration, for the next run here or elsewhere:
         ``result`` the run's (its patch checks and promoted verdict), ``priors`` those the search used,
+        ``own`` the run's priors from its own sources (each finding records what they expected),
         ``noise_cv`` doctor's run-to-run CV (0: not measured)."""
         effects = []
         # Every setting gets a check, a neutral prior where the table had none: a finding is what
@@ -69,7 +73,8 @@ class Experience:
             baseline = "off" if setting.patch else contract.knob(setting.name).default
             effects.append(EffectFinding(key=check.key, role=role, value=setting.value or "on", baseline=baseline,
                                          time_log=check.observed, time_sd=max(check.observed_sd, 1e-3),
-                                         n=check.n_trials, noise_cv=noise_cv or None))
+                                         n=check.n_trials, noise_cv=noise_cv or None,
+                                         prior_log=own.get(check.key).time_log_mean if check.key in own else None))
         verdicts = [PatchFinding(patch=c.name, verdict="ok" if c.status == "validated" else
                                  ("not_applicable" if c.status == "skipped" else c.status), detail=c.reason[:200])
                     for c in result.patch_checks if c.status != TrialStatus.DISTURBED.value]  # says nothing of the patch

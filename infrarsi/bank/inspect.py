@@ -18,6 +18,7 @@ from typing import Any
 from infrarsi.bank.signature import WorkloadSignature
 from infrarsi.bank.store import MIN_SIMILARITY, ExperienceBank, Forgotten, StoredRun, resolve_url
 from infrarsi.contract import ContractError, load_contract
+from infrarsi.priors import PriorContext, builtin_table
 from infrarsi.records import load_doctor
 
 
@@ -100,7 +101,9 @@ def _workload(bank: ExperienceBank, repo: Path) -> WorkloadView:
         hardware = fingerprint()
     signature = WorkloadSignature.from_contract(contract, doctor.model_facts if doctor is not None else {})
     similarity = bank.similar_runs(signature)
-    table = bank.priors_for(signature, hardware.id, baselines=contract.defaults())
+    # Re-based, as a run re-bases them, on its built-in priors (a run adds any patches' and LLM's).
+    own = builtin_table(PriorContext(contract=contract, hardware=hardware))
+    table = bank.priors_for(signature, hardware.id, baselines=contract.defaults(), reference=own)
     priors = [{"key": k, "factor": p.time_factor, "low": math.exp(p.time_log_mean - p.time_log_sd),
                "high": math.exp(p.time_log_mean + p.time_log_sd), "sd": p.time_log_sd, "source": p.source}
               for k, p in sorted(table.entries.items())]

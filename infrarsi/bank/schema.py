@@ -57,6 +57,9 @@ class EffectRow(Base):
     noise_cv: Mapped[float | None] = mapped_column(Float, nullable=True)
     """Doctor's run-to-run CV of step time in the run that measured it: no finding is surer than
     its trials were. NULL in rows written before it was stored."""
+    prior_log: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """The time effect the run's own priors (none of the bank's) expected: a finding transfers as
+    its surprise over them. NULL where they had no belief, and in rows written before it was stored."""
 
     run: Mapped[RunRow] = relationship(back_populates="effects")
 
@@ -87,5 +90,5 @@ class BestRow(Base):
     run: Mapped[RunRow] = relationship(back_populates="best")
 
 
-ADDED_COLUMNS: dict[str, list[tuple[str, str]]] = {"bank_effects": [("noise_cv", "FLOAT")]}
+ADDED_COLUMNS: dict[str, list[tuple[str, str]]] = {"bank_effects": [("noise_cv", "FLOAT"), ("prior_log", "FLOAT")]}
 """Table -> (column, SQL type) added since the first schema; every one nullable."""

@@ -61,6 +61,12 @@ OTHER_HARDWARE_SD = 0.15
 """Added (in quadrature) to effects measured on other hardware: they transfer, loosely."""
 OTHER_WORKLOAD_SD = 0.30
 """Added, scaled by (1 - similarity), to effects measured on a different workload."""
+CLUSTER_ROLES = frozenset({"tensor_parallel", "pipeline_parallel", "virtual_pipeline", "fsdp", "expert_parallel"})
+"""Roles whose effects belong to the cluster as much as to the workload: the data-parallel degree a
+layout leaves, ZeRO's shards, the pipeline's micro-batches and the links a group spans all follow
+the GPU count and the interconnect. Their findings are read on the hardware that measured them only:
+a 70B's measured at 64 GPUs (ZeRO 0 and deep pipelines fast) kept a 7B's search on 8 among
+pipelined ZeRO-0 layouts (docs/benchmarks.md, "Tensor parallelism priced from the model's shape")."""
 OTHER_HARDWARE_WEIGHT = 0.8
 """Closeness of other hardware relative to the same hardware, when choosing which findings to use."""
 
@@ -84,9 +90,12 @@ class EffectFinding:
     n: int = 1
     noise_cv: float | None = None
     """Doctor's run-to-run CV of the run that measured it (None: not known)."""
+    prior_log: float | None = None
+    """The time effect the run's own priors expected (None: they had no belief): read elsewhere, the
+    finding is its surprise over them added to that workload's own prior (``priors_for``)."""
 
     def __post_init__(self) -> None:
-        for name in ("time_log", "time_sd", "mem_log", "mem_sd", "noise_cv"):
+        for name in ("time_log", "time_sd", "mem_log", "mem_sd", "noise_cv", "prior_log"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"effect {self.key!r}: {name} must be finite")
@@ -331,7 +340,7 @@ class ExperienceBank:
                      recorded_at=recorded_at or datetime.now(timezone.utc))
         run.effects = [EffectRow(key=e.key, role=e.role, value=str(e.value), baseline=str(e.baseline),
                                  time_log=e.time_log, time_sd=e.time_sd, mem_log=e.mem_log, mem_sd=e.mem_sd, n=e.n,
-                                 noise_cv=e.noise_cv)
+                                 noise_cv=e.noise_cv, prior_log=e.prior_log)
                        for e in effects]
         run.verdicts = [VerdictRow(patch=v.patch, verdict=v.verdict, time_log=v.time_log, detail=v.detail)
                         for v in verdicts]
@@ -385,13 +394,19 @@ class ExperienceBank:
         return dict(out)
 
     def priors_for(self, signature: WorkloadSignature, hardware_id: str, *,
-                   baselines: Mapping[str, KnobValue] | None = None, now: datetime | None = None) -> PriorTable:
+                   baselines: Mapping[str, KnobValue] | None = None, reference: PriorTable | None = None,
+                   now: datetime | None = None) -> PriorTable:
         """Observed effects as priors: for each key the closest findings (same workload and hardware
         best), each read no surer than its trials (``finding_sd``), pooled, then widened for every
         way their context differs from this one.
 
         ``baselines`` (knob name -> this run's default) drops effects measured against another
         default, since an effect is relative to its baseline; patches always compare to "off".
+        A parallel layout's findings (``CLUSTER_ROLES``) are read on the hardware that measured them only.
+        ``reference``: this run's own priors. A finding whose run recorded what its own priors
+        expected is read as its surprise over them added to this run's prior for the key: what
+        the priors price from each workload's shape and hardware (tensor parallelism's all-reduces
+        on a narrow model against a wide one) is not carried from one to the other.
         """
         now = now or datetime.now(timezone.utc)
         observed: dict[str, list[_Observed]] = defaultdict(list)
@@ -399,6 +414,8 @@ class ExperienceBank:
             same = run.hardware_id == hardware_id
             for row in run.effects:
                 knob = Setting.parse(row.key).name
+                if not same and row.role in CLUSTER_ROLES:
+                    continue
                 if baselines is not None and row.role != "patch" and (
                         knob not in baselines or str(baselines[knob]) != row.baseline):
                     continue
@@ -408,17 +425,22 @@ class ExperienceBank:
         for key, items in observed.items():
             best = max(item.closeness for item in items)
             closest = [item for item in items if math.isclose(item.closeness, best, rel_tol=1e-9)]
-            priors.append(self._prior(key, closest, now))
+            expected = reference.get(key).time_log_mean if reference is not None and key in reference else None
+            priors.append(self._prior(key, closest, now, expected))
         return PriorTable.of(priors)
 
     @staticmethod
-    def _prior(key: str, items: list[_Observed], now: datetime) -> Prior:
+    def _prior(key: str, items: list[_Observed], now: datetime, expected: float | None) -> Prior:
+        """``expected``: this run's own prior mean for ``key`` (None: it has none), which a finding
+        with its own run's expectation recorded is re-based on."""
         sim, same = items[0].similarity, items[0].same_hardware
         widen = (0.0 if same else OTHER_HARDWARE_SD) ** 2 + (OTHER_WORKLOAD_SD * (1 - sim)) ** 2
         ages = [(now - _aware(item.run.recorded_at)).total_seconds() / 86400 for item in items]
+        rebased = [item.row.prior_log is not None and expected is not None for item in items]
         time_mean, time_sd = _pool([
-            (item.row.time_log, finding_sd(item.row.time_log, item.row.time_sd, item.row.n, item.row.noise_cv, age))
-            for item, age in zip(items, ages, strict=True)])
+            (item.row.time_log - item.row.prior_log + expected if moved else item.row.time_log,
+             finding_sd(item.row.time_log, item.row.time_sd, item.row.n, item.row.noise_cv, age))
+            for item, age, moved in zip(items, ages, rebased, strict=True)])
         # Memory is near-deterministic per run; only the run's shift and age widen it.
         mem = _pool([(item.row.mem_log, math.sqrt(max(item.row.mem_sd, MIN_SD) ** 2 + RUN_SD**2
                                                   + (AGE_SD_PER_YEAR * max(age, 0.0) / 365.25) ** 2))
@@ -435,7 +457,9 @@ class ExperienceBank:
         return Prior(key=key, time_log_mean=time_mean, time_log_sd=time_sd, mem_log_mean=mem_mean,
                      mem_log_sd=mem_sd, source=f"bank: {sum(item.row.n for item in items)} trial(s) in {len(runs)} "
                                                f"run(s) on {where}, {noise}, newest {min(ages):.0f} day(s) old, "
-                                               f"workload similarity {sim:.2f}")
+                                               f"workload similarity {sim:.2f}"
+                                               + (", read as its surprise over its run's own priors" if any(rebased)
+                                                  else ""))
 
     # ---------------------------------------------------------------- inspecting and forgetting
 

@@ -97,6 +97,11 @@ class Strategy:
     def baseline(self) -> Candidate:
         return Candidate(knobs={k.name: k.default for k in self.contract.tunable})
 
+    @property
+    def own_priors(self) -> PriorTable:
+        """The priors from this run's own sources, the bank's findings left out."""
+        return self.priors if self.unbanked_priors is None else self.unbanked_priors
+
     def use_bank(self, priors: PriorTable, seeds: list[Candidate]) -> None:
         """The bank's findings combined with the priors (a finding moves a belief as far as its
         trials deserve, ``PriorTable.combined``), and its seeds (which only InfraRSI's own sampler

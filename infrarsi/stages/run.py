@@ -111,7 +111,7 @@ def run(
     context = make_strategy(sampler, project, seed=seed)
     experience = Experience.open(bank_url, contract, doctor.model_facts, doctor.hardware) if use_bank else None
     if experience is not None:
-        advice = experience.advice(contract)
+        advice = experience.advice(contract, context.priors)
         context.use_bank(advice.priors, advice.seeds)
     shown_url = hide_password(storage_url)
     try:
@@ -153,7 +153,7 @@ def run(
     if (experience is not None and context.space is not None  # the search began: there are findings
             and result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here):  # one worker per round records them
         experience.record(result, store.history(), contract=contract, space=context.space, priors=context.priors,
-                          noise_cv=context.noise_cv)
+                          own=context.own_priors, noise_cv=context.noise_cv)
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
 

@@ -116,6 +116,37 @@ def test_repeated_findings_pool_and_other_workloads_widen_more(bank):
     assert far.time_log_sd > 0.05 and "similarity" in far.source
 
 
+def test_a_parallel_layout_s_findings_stay_on_the_hardware_that_measured_them(bank):
+    """ZeRO's shards, the pipeline's micro-batches, the links a group spans follow the cluster."""
+    tp = EffectFinding(key="tp=2", role="tensor_parallel", value=2, baseline=8, time_log=-0.2, time_sd=0.05, n=4,
+                       noise_cv=0.02)
+    bank.record_run(signature=GPT, hardware_id=THERE, hardware="64 GPUs", effects=[tp, effect()])
+    assert "tp=2" not in bank.priors_for(GPT, HERE) and "batch_size=4" in bank.priors_for(GPT, HERE)
+    assert bank.priors_for(GPT, THERE).get("tp=2").time_log_mean == pytest.approx(-0.2)
+
+
+def test_a_finding_transfers_as_its_surprise_over_its_run_s_own_priors(bank):
+    """Measured 0.1 where its run's priors expected 0.3: elsewhere it says "0.2 below what the priors
+    expect", so a workload whose own prior is -0.4 reads -0.6; without that prior, or a finding
+    without its run's expectation, the measurement as it is."""
+    from dataclasses import replace
+
+    from infrarsi.priors.types import Prior, PriorTable
+
+    bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads",
+                    effects=[replace(effect(t=0.1), prior_log=0.3), effect("batch_size=2", t=0.1)])
+    own = PriorTable.of([Prior(key=k, time_log_mean=-0.4, time_log_sd=0.1, mem_log_mean=0.0, mem_log_sd=0.1,
+                               source="builtin") for k in ("batch_size=4", "batch_size=2")])
+    rebased = bank.priors_for(GPT, HERE, reference=own)
+    assert rebased.get("batch_size=4").time_log_mean == pytest.approx(-0.6)
+    assert rebased.get("batch_size=4").time_log_sd == pytest.approx(trusted(t=0.1), rel=1e-4)
+    assert "surprise over its run's own priors" in rebased.get("batch_size=4").source
+    assert rebased.get("batch_size=2").time_log_mean == pytest.approx(0.1)
+    assert bank.priors_for(GPT, HERE).get("batch_size=4").time_log_mean == pytest.approx(0.1)
+    (run,) = bank.runs()
+    assert sorted((e.key, e.time_log) for e in run.effects) == [("batch_size=2", 0.1), ("batch_size=4", 0.1)]
+
+
 def test_a_finding_is_never_surer_than_the_noise_of_the_trials_it_came_from(bank):
     """The issue's busy-machine run: one disturbed trial read back as x11.93 [11.70, 12.17]."""
     day = datetime(2026, 12, 1, tzinfo=timezone.utc)
