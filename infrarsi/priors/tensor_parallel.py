@@ -27,6 +27,7 @@ SPLIT_TIME_SD = 0.06
 """Spread of the priced effect: overlap of the all-reduces with compute, the GEMMs' smaller tiles at a
 high degree and the collectives' latency each move it by a few percent."""
 SPLIT_TIME_SD_PER_OCTAVE = 0.03
+"""...and per doubling of the degree away from the baseline's, as the table's own sd grows."""
 
 
 def allreduce_share(contract: Contract, hw: HardwareFingerprint, degree: float) -> float | None:
