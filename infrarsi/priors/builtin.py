@@ -428,12 +428,16 @@ class Split:
     time_sd: float
 
 
+NETWORK_SD = 0.15
+"""Added to a degree's time sd per doubling beyond one node: a slower link is less known."""
+
+
 def split_effect(value: float, default: float, split: Split, node_gpus: int) -> Effect:
     """The effect of ``value`` against the baseline's ``default`` degree."""
     octaves = math.log2(value / default)
     inside = math.log2(min(value, node_gpus) / min(default, node_gpus))
     beyond = math.log2(max(value, node_gpus) / max(default, node_gpus))
-    network = 0.15 * abs(beyond) if split.across > split.inside else 0.0  # a slower link is less known
+    network = NETWORK_SD * abs(beyond) if split.across > split.inside else 0.0
     return Effect(split.inside * inside + split.across * beyond, split.time_sd + 0.08 * abs(octaves) + network,
                   math.log1p(split.share * (default / value - 1)), 0.15 + 0.10 * abs(octaves))
 
@@ -474,7 +478,7 @@ def _priced_tensor_parallel(effect: Effect, value: float, default: float, split:
         return effect
     beyond = math.log2(max(value, node) / max(default, node))
     octaves = abs(math.log2(value / default))
-    sd = math.hypot(SPLIT_TIME_SD + SPLIT_TIME_SD_PER_OCTAVE * octaves, 0.15 * abs(beyond))
+    sd = math.hypot(SPLIT_TIME_SD + SPLIT_TIME_SD_PER_OCTAVE * octaves, NETWORK_SD * abs(beyond))
     return replace(effect, time=inside + split.across * beyond, time_sd=sd)
 
 

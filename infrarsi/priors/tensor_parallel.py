@@ -35,10 +35,10 @@ def allreduce_share(contract: Contract, hw: HardwareFingerprint, degree: float) 
     NVLink domain; None for a mixture of experts (an expert-parallel knob), or without the model's
     hidden size and sequence length, a GPU the datasheet lists with its bf16 peak, or a switched
     NVLink fabric it names."""
-    w = contract.workload
-    entry = datasheet_entry(hw.gpu_name) if hw.gpu_name else None
     if contract.by_role("expert_parallel"):
         return None  # a mixture of experts: its experts' GEMMs and all-to-alls are not in the contract
+    w = contract.workload
+    entry = datasheet_entry(hw.gpu_name) if hw.gpu_name else None
     if not (w.hidden and w.seq_len) or entry is None or entry.nvlink_gbs is None or "bf16" not in entry.tflops:
         return None
     flops_per_byte = entry.tflops["bf16"] * 1e12 / (entry.nvlink_gbs * 1e9)
