@@ -19,7 +19,9 @@ parameters).
 
 ``--transfer``: the 7B search on 8xH100 with no bank, with a bank written by ``--bank-runs``
 InfraRSI runs on the 70B/64xA100 space (``replay.record_bank``: their findings and promoted picks),
-and with a deliberately wrong bank (``wrong_bank``). All three arms draw the same trial noise.
+and with a deliberately wrong bank (``wrong_bank``). The three arms draw the same trial noise
+(``bench.tuners.common_noise``); a fourth, no bank with its noise drawn anew, shows how far the
+noise alone moves a seed's trials to 95 %.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from infrarsi.priors.types import setting_key
 from infrarsi.search.strategy import Strategy
 
 METHODS = ("infrarsi", "tpe", "gp", "random", "deepspeed")
-STREAMS = (*METHODS, "infrarsi+bank", "infrarsi+badbank")
+NOISE_ANEW = "infrarsi, noise anew"
+STREAMS = (*METHODS, "infrarsi+bank", "infrarsi+badbank", NOISE_ANEW)
 """A method's index seeds its trials' noise (with the seed)."""
 TRANSFER_FROM, TRANSFER_TO = "70b-64xa100", "7b-8xh100"
 OVERHEAD_TRIALS = 200
@@ -211,8 +214,8 @@ def wrong_bank(table: SimTable, bank_url: str) -> None:
 
 def transfer(seeds: int, trials: int, bank_runs: int, tmp: Path,
              no_bank: list[list[dict]] | None = None) -> dict[str, list[list[dict]]]:
-    """The three arms of the transfer experiment on ``TRANSFER_TO`` (``no_bank``: its InfraRSI
-    campaign when already run, which draws the same noise)."""
+    """The arms of the transfer experiment on ``TRANSFER_TO`` (``no_bank``: its InfraRSI campaign
+    when already run, which draws the same noise)."""
     source, target = SimTable(SPACES[TRANSFER_FROM]), SimTable(SPACES[TRANSFER_TO])
     good, bad = f"sqlite:///{tmp}/transfer.db", f"sqlite:///{tmp}/wrong.db"
     for i in range(bank_runs):
@@ -221,7 +224,8 @@ def transfer(seeds: int, trials: int, bank_runs: int, tmp: Path,
     return {"infrarsi (no bank)": no_bank or campaign(target, "infrarsi", seeds, trials),
             f"infrarsi + bank of {bank_runs} runs on {TRANSFER_FROM}": campaign(
                 target, "infrarsi+bank", seeds, trials, good, stream="infrarsi"),
-            "infrarsi + wrong bank": campaign(target, "infrarsi+badbank", seeds, trials, bad, stream="infrarsi")}
+            "infrarsi + wrong bank": campaign(target, "infrarsi+badbank", seeds, trials, bad, stream="infrarsi"),
+            "infrarsi (no bank), its noise drawn anew": campaign(target, "infrarsi", seeds, trials, stream=NOISE_ANEW)}
 
 
 def paired_extra(arm: list[list[dict]], none: list[list[dict]], target: float) -> tuple[float, float]:

@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import optuna
 
 from bench.tuners import report
+from bench.tuners.common_noise import CommonNoise
 from bench.tuners.fixture import ROOT
 from bench.tuners.methods import METHODS, experience, strategy
 from bench.tuners.table import Table
@@ -132,8 +132,8 @@ def verified_pick(strategy, history: list[TrialResult], table) -> str | None:
 
 def record_bank(table, bank_url: str, seed: int, trials: int) -> None:
     """Fill the bank with one earlier InfraRSI run's findings, as the run stage records them."""
-    rng = np.random.default_rng([seed, 99])
-    earlier = _Run(table, "infrarsi", seed, lambda c, a: table.trial(c, rng, a))
+    noise = CommonNoise(seed, 99)
+    earlier = _Run(table, "infrarsi", seed, lambda c, a: table.trial(c, noise(c), a))
     records = earlier.run(trials)
     pick = next((r["pick"] for r in reversed(records) if r["pick"]), None)
     promoted = None
@@ -193,8 +193,8 @@ def replay(table, method: str, seed: int, trials: int, bank_url: str | None = No
     """One run of ``method`` on the table. A ``+bank`` method reads ``bank_url`` when given (it is
     not written to), else a bank filled by one earlier InfraRSI run on the same table; a
     ``+badbank`` method a bank holding a bad run's findings. ``stream`` seeds the trials' noise
-    with the seed (default: the method's index in ``METHODS``)."""
-    rng = np.random.default_rng([seed, METHODS.index(method) if stream is None else stream])
+    with the seed (default: the method's index in ``METHODS``), each trial's its own (``CommonNoise``)."""
+    noise = CommonNoise(seed, METHODS.index(method) if stream is None else stream)
     with tempfile.TemporaryDirectory() as tmp:
         if method.endswith("+bank") and bank_url is None:
             bank_url = f"sqlite:///{tmp}/bank.db"
@@ -202,7 +202,7 @@ def replay(table, method: str, seed: int, trials: int, bank_url: str | None = No
         elif method.endswith("+badbank") and bank_url is None:
             bank_url = f"sqlite:///{tmp}/bank.db"
             record_bad_bank(table, bank_url)
-        records = _Run(table, method, seed, lambda c, a: table.trial(c, rng, a), bank_url,
+        records = _Run(table, method, seed, lambda c, a: table.trial(c, noise(c), a), bank_url,
                        make_strategy=make_strategy).run(trials)
     for rec in records:
         rec["speedup"] = table.speedup(rec["pick"])
