@@ -4,8 +4,9 @@ how many times the run has measured that candidate before.
 Arms compared seed by seed (a bank against none) must differ by what they choose, not by the noise:
 drawn from one sequential stream, a single extra trial early in one arm (the bank's seed) shifts
 every later draw, and two runs of the very same search then differ by up to 5 trials to 95 % of the
-optimum (docs/benchmarks.md, "Transfer"). Keyed by the candidate, the same trial in both arms sees
-the same noise whatever ran before it; within a run every trial still draws afresh.
+optimum (docs/benchmarks.md, "Common random numbers for the arms compared seed by seed"). Keyed by
+the candidate, the same trial in both arms sees the same noise whatever ran before it; within a run
+every trial still draws afresh.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def replay(table, method: str, seed: int, trials: int, bank_url: str | None = No
     """One run of ``method`` on the table. A ``+bank`` method reads ``bank_url`` when given (it is
     not written to), else a bank filled by one earlier InfraRSI run on the same table; a
     ``+badbank`` method a bank holding a bad run's findings. ``stream`` seeds the trials' noise
-    with the seed (default: the method's index in ``METHODS``), each trial's its own (``CommonNoise``)."""
+    with the seed (default: the method's index in ``METHODS``), each trial drawing its own (``CommonNoise``)."""
     noise = CommonNoise(seed, METHODS.index(method) if stream is None else stream)
     with tempfile.TemporaryDirectory() as tmp:
         if method.endswith("+bank") and bank_url is None:
