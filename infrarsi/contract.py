@@ -164,6 +164,10 @@ class Workload:
     probe's model facts)."""
     heads: int = 0
     """Its attention heads; 0: unknown (as ``hidden``)."""
+    layers: int = 0
+    """Its transformer layers; 0: unknown (as ``hidden``)."""
+    params: int = 0
+    """Its parameters, experts included; 0: unknown (doctor reads the probe's model facts)."""
     samples_per_step: int | None = None
     """Global samples per step (images, clips…) as the launcher counts them, for workloads without
     tokens (doctor sets it); None: not fixed, a token workload is held to ``tokens_per_step``."""
@@ -200,7 +204,7 @@ class Workload:
         for name in ("measured_steps", "planned_steps"):
             if getattr(self, name) <= 0:
                 raise ContractError(f"workload.{name}", "must be positive")
-        for name in ("tokens_per_step", "seq_len", "global_batch", "hidden", "heads"):
+        for name in ("tokens_per_step", "seq_len", "global_batch", "hidden", "heads", "layers", "params"):
             if getattr(self, name) < 0:
                 raise ContractError(f"workload.{name}", "must not be negative (0: unknown until doctor measures it)")
         if self.warmup_steps < 0:
@@ -453,6 +457,7 @@ _TYPES = {
                  "module": str, "command_from": str, "env": dict, "overrides": dict, "notes": list,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
                  "global_batch_knob": str, "seq_len_knob": str, "samples_per_step": int, "hidden": int, "heads": int,
+                 "layers": int, "params": int,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},
     "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
     "memory": {"budget_bytes": int, "device": str},

@@ -79,6 +79,7 @@ CASES = {
     "sandbox.network": lambda d: d.update(sandbox={"network": "yes"}),
     "workload.env": lambda d: d["workload"].update(env={"X": 1}),
     "workload.hidden": lambda d: d["workload"].update(hidden=-4096),
+    "workload.layers": lambda d: d["workload"].update(layers=-32),
     "workload.heads": lambda d: d["workload"].update(heads="32"),
     "sandbox.read_only": lambda d: d.update(sandbox={"read_only": ["data"]}),
     "verify.candidates": lambda d: d.update(verify={"candidates": 0}),

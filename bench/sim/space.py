@@ -92,7 +92,8 @@ class SimWorkload:
         return Contract(
             workload=Workload(entry="pretrain_gpt.py", command=["torchrun", "pretrain_gpt.py"], launcher="torchrun",
                               tokens_per_step=self.global_batch * seq, seq_len=seq, global_batch=self.global_batch,
-                              hidden=self.model.hidden, heads=self.model.heads,
+                              hidden=self.model.hidden, heads=self.model.heads, layers=self.model.layers,
+                              params=self.model_facts.get("params", 0),
                               seed=1234, warmup_steps=WARMUP_STEPS, measured_steps=MEASURED_STEPS,
                               planned_steps=PLANNED_STEPS),
             loss=LossInvariant(compare_steps=5, tolerance=1e-5, numerics_tolerance=1e-4),

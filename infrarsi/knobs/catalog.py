@@ -136,11 +136,12 @@ def classify(knob: RawKnob, names: list[str]) -> Rule:
 
 
 _SHAPE = {"hidden": r"n_?embd|d_model|hidden_(size|dim)|dim|emb(ed(ding)?)?_(dim|size)",
-          "heads": r"n_?heads?|num_(attention_)?heads"}
+          "heads": r"n_?heads?|num_(attention_)?heads",
+          "layers": r"n_?layers?|num_(hidden_)?layers"}
 
 
 def shape_of(name: str) -> str:
-    """Which of the model's widths a model knob holds: hidden | heads | "" (neither)."""
+    """Which of the model's sizes a model knob holds: hidden | heads | layers | "" (none)."""
     return next((what for what, pattern in _SHAPE.items() if _match(name, pattern)), "")
 
 

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.priors.attention_core import SELECTIVE_TIME_SD, selective_time
-from infrarsi.priors.memory_parts import PartEffect, in_flight, part_effect, recompute_level, value_ratio
+from infrarsi.priors.memory_parts import (
+    PartEffect,
+    in_flight,
+    part_effect,
+    recompute_level,
+    sharding_stage,
+    value_ratio,
+)
 from infrarsi.priors.tensor_parallel import SPLIT_TIME_SD, SPLIT_TIME_SD_PER_OCTAVE, split_time
 from infrarsi.priors.types import (
     BASELINE_SD,
@@ -235,11 +242,22 @@ ZERO_GRAD = Levels(
     source_cuda="PyTorch Optimizer.zero_grad docs and the PyTorch performance tuning guide: "
                 "set_to_none lowers the memory footprint and modestly improves performance",
 )
+
+
+def _zero_stage(value: KnobValue, hw: Hardware) -> str | None:
+    """ZeRO's stages by their communication: none, the optimizer's state only (stage 1), the
+    gradients too (2, FSDP's SHARD_GRAD_OP), the parameters too (3, FULL_SHARD)."""
+    return {"0": "off", "1": "optimizer", "2": "partial", "3": "full"}.get(sharding_stage(value) or "")
+
+
 FSDP = Levels(
-    _alias({"off": ("off", "false", "no_shard", "none"), "partial": ("shard_grad_op", "hybrid_shard", "zero2"),
-            "full": ("full_shard", "full", "true", "on", "zero3")}),
-    cpu={"off": REFERENCE, "partial": Effect(0.10, 0.15, -0.10, 0.25), "full": Effect(0.15, 0.15, -0.20, 0.30)},
-    cuda={"off": REFERENCE, "partial": Effect(0.05, 0.08, -0.25, 0.20), "full": Effect(0.10, 0.10, -0.40, 0.30)},
+    _zero_stage,
+    cpu={"off": REFERENCE, "optimizer": Effect(0.05, 0.10, -0.05, 0.20), "partial": Effect(0.10, 0.15, -0.10, 0.25),
+         "full": Effect(0.15, 0.15, -0.20, 0.30)},
+    # Stages 1 and 2 move the bytes data parallelism's all-reduce does; stage 3 gathers the
+    # parameters again, 1.5 times them (Rajbhandari et al. 2020, Section 7).
+    cuda={"off": REFERENCE, "optimizer": Effect(0.0, 0.05, -0.15, 0.20), "partial": Effect(0.02, 0.06, -0.25, 0.20),
+          "full": Effect(0.10, 0.10, -0.40, 0.30)},
     source_cpu="Zhao et al. 2023 'PyTorch FSDP': sharding trades extra all-gathers for memory; over gloo on "
                "CPU the communication is relatively expensive and RSS is dominated by the runtime",
     source_cuda="Zhao et al. 2023 'PyTorch FSDP' and Rajbhandari et al. 2020 'ZeRO': sharding parameters, "
@@ -293,21 +311,31 @@ ALLOCATOR = Levels(
 # ---------------------------------------------------------------- ratio roles
 
 
-def batch_effect(r: float, device: str) -> Effect:
-    """Micro-batch scaled by r at a fixed global batch: bigger kernels, more activations."""
+FILLED_TOKENS = 1024
+"""Rows (tokens) a micro-batch's GEMMs need to fill a GPU's tensor cores: at a transformer's widths a
+GEMM of a thousand rows or more runs near peak (NVIDIA's matrix-multiplication performance guide), so
+past them a bigger micro-batch gains in proportion less (docs/benchmarks.md, "Activations from the
+model's shape")."""
+
+
+def batch_effect(r: float, device: str, tokens: int = 0) -> Effect:
+    """Micro-batch scaled by r at a fixed global batch: bigger kernels, more activations.
+    ``tokens``: the default micro-batch's tokens, where known."""
     lr = math.log(r)
     cuda = device == "cuda"
     # Smaller micro-batches cost as much on a CPU as on a GPU: per-op overhead and small GEMMs
     # (docs/measured.md, "Micro-batch on CPU": 0.29-0.73 log slower per log-ratio below the default).
-    slope = 0.30 if r < 1 else (0.12 if cuda else 0.05)
+    slope = 0.30 if r < 1 else (0.12 * min(1.0, FILLED_TOKENS / tokens) if cuda and tokens else
+                                0.12 if cuda else 0.05)
     act_share = 0.6 if cuda else 0.3  # activations' share of peak memory at the default micro-batch
     return Effect(-slope * lr, 0.05 + 0.08 * abs(lr),
                   math.log(1 - act_share + act_share * r), 0.05 + 0.15 * abs(lr))
 
 
 def _micro_batch(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:
-    r = value_ratio(knob, value)
-    return None if r is None else batch_effect(r, hw.device)
+    r, default = value_ratio(knob, value), _number(knob.default)
+    tokens = int(default * contract.workload.seq_len) if default and default > 0 else 0
+    return None if r is None else batch_effect(r, hw.device, tokens)
 
 
 def _grad_accum(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> Effect | None:

@@ -8,8 +8,11 @@ Models", Table 2; Rajbhandari et al. 2020, "ZeRO"; docs/sim.md, "Memory"). A who
 (``Prior.mem_log_mean``) is right only at the baseline's mix of the two: micro-batch 8 costs little
 under full recomputation and a lot without it. So a role below gives its effect on its own part,
 and the search's memory model (``infrarsi.search.memory_model``) adds the parts, fitting their mix
-from the trials. Roles not here (tensor parallelism, which divides both, dtype, compile) scale the
-whole peak.
+from the trials. Roles not here (dtype, compile) scale the whole peak, and so does tensor
+parallelism, which divides both parts, unless the model's shape gives the activations
+(``activation_ratio``, ``infrarsi.priors.activation_bytes``): its rule then prices the state, and
+what it and the other activation roles do to the activations together is a known offset
+(``activation_interaction``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi.priors.activation_bytes import activation_bytes, model_shape
 from infrarsi.priors.attention_core import scores_saving
 
 if TYPE_CHECKING:  # importing it imports torch; the rules read the device and the GPU count
@@ -62,6 +66,78 @@ def _text(value: KnobValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+SHAPED_SD = 0.1
+"""Spread of an activation effect the shape gives: Table 2's 24 bytes are 24-26 for dense models
+with gated MLPs or grouped key/value heads."""
+ACTIVATION_ROLES = ("activation_checkpointing", "tensor_parallel", "sequence_parallel", "pipeline_parallel",
+                    "virtual_pipeline")
+"""The roles whose values together decide a GPU's activations beyond the micro-batch's factor."""
+ACTIVATION_PARTS = ("activation_checkpointing", "sequence_parallel", "virtual_pipeline")
+"""Of those, the roles priced on the activations alone; tensor and pipeline parallelism are priced
+on the state, their effect on the activations left to ``activation_interaction``."""
+
+
+def _value(values: Mapping[str, KnobValue], contract: Contract, role: str, absent: KnobValue | None
+           ) -> KnobValue | None:
+    """The role's value in ``values``, else its knob's default, else ``absent`` (the role has no knob)."""
+    knobs = contract.by_role(role)
+    return values[role] if role in values else knobs[0].default if knobs else absent
+
+
+def _activations(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
+    """A GPU's activation bytes with the roles at ``values`` and the rest at the baseline's; None off
+    a GPU, without the model's shape, for a mixture of experts (an expert-parallel knob: its routed
+    copies of the MLP's tensors are not in the contract), or where a value is no degree."""
+    shape = model_shape(contract)
+    if hw.device != "cuda" or shape is None or contract.by_role("expert_parallel"):
+        return None
+    micro, tp, pp, vpp = (_positive(_value(values, contract, role, 1)) for role in
+                          ("micro_batch", "tensor_parallel", "pipeline_parallel", "virtual_pipeline"))
+    if micro is None or tp is None or pp is None or vpp is None:
+        return None
+    return activation_bytes(shape, micro=micro, tp=tp, pp=pp, vpp=vpp,
+                            sequence_parallel=_sequence_parallel(_value(values, contract, "sequence_parallel",
+                                                                        False)) == "on",
+                            level=recompute_level(_value(values, contract, "activation_checkpointing", "off")))
+
+
+def activation_ratio(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
+    """A GPU's activations with the roles at ``values`` over the baseline's (``activation_bytes``)."""
+    a, b = _activations(values, hw, contract), _activations({}, hw, contract)
+    return None if a is None or b is None else a / b
+
+
+def activation_interaction(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float:
+    """What ``values`` do to the log activations beyond the effects the activation parts price alone:
+    sequence parallelism splits the norms over tp ranks, full recomputation's saving grows with tp,
+    and tensor parallelism's split of them is here whole."""
+    whole = activation_ratio(values, hw, contract)
+    own = [activation_ratio({role: v}, hw, contract) for role, v in values.items() if role in ACTIVATION_PARTS]
+    if whole is None or None in own:
+        return 0.0
+    return math.log(whole) - sum(math.log(o) for o in own if o is not None)
+
+
+def baseline_activation_share(hw: Hardware, contract: Contract) -> float | None:
+    """The activations' share of the baseline's peak from the shape: the formula's bytes against the
+    18 bytes a parameter of state the layout keeps; None without a micro-batch knob or the
+    parameter count (a dense model's is about 12·l·h²; a mixture of experts needs the probe's)."""
+    w = contract.workload
+    params = w.params or (0 if contract.by_role("expert_parallel") else 12 * w.layers * w.hidden**2)
+    act, layout = _activations({}, hw, contract), _layout({}, hw, contract)
+    if act is None or layout is None or not params or not contract.by_role("micro_batch"):
+        return None
+    state = 18.0 * params * layout
+    return act / (act + state)
+
+
+def _shaped(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
+    """An activation part's effect from the shape, at the baseline's other values; None without it."""
+    ratio = activation_ratio({knob.role: value}, hw, contract)
+    return None if ratio is None else PartEffect(ACTIVATIONS, math.log(ratio), SHAPED_SD if value != knob.default
+                                                 else 0.02)
 
 
 def _micro_batch(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
@@ -121,6 +197,8 @@ def _levels(table: Callable[[Hardware, Contract], LevelTable], canon: Callable[[
         a, b = canon(value), canon(knob.default)
         if a is None or b is None:
             return None
+        if (shaped := _shaped(knob, value, hw, contract)) is not None:
+            return shaped
         (mean, sd), (ref, ref_sd) = levels[a], levels[b]
         return PartEffect(part, mean - ref, max(math.hypot(sd, ref_sd), 0.02), ref_sd)
 
@@ -134,24 +212,31 @@ REPLICATED = {"0": 18.0, "1": 6.0, "2": 2.0, "3": 0.0}
 (bf16 weight 2, fp32 gradient 4, fp32 master weight and Adam's moments 12); the rest is divided
 over the d ranks (Rajbhandari et al. 2020; docs/sim.md, "Memory")."""
 WORKING_WEIGHTS = 0.05
-"""ZeRO 3's gathered layers and prefetch buffers, as a share of the unsharded state."""
+"""ZeRO 3's gathered layers and prefetch buffers, as a share of the unsharded state, where the
+model's layer count is not known; with it, two layers' bf16 weights (the one running and the one
+prefetched: ``_working``)."""
 EXPERT_STATE = 0.9
 """The experts' share of a MoE's state (Mixtral: 45 of 47 B parameters)."""
 LAYOUT_ROLES = ("fsdp", "tensor_parallel", "pipeline_parallel", "expert_parallel")
 """The roles whose values together decide the state a GPU keeps (``state_ratio``)."""
 
 
-def _state_kept(stage: str, d: float) -> float:
+def _working(contract: Contract) -> float:
+    """ZeRO 3's unsharded working weights, in units of the whole state (``WORKING_WEIGHTS``)."""
+    layers = contract.workload.layers
+    return 2 * 2 / (18 * layers) if layers else WORKING_WEIGHTS
+
+
+def _state_kept(stage: str, d: float, working: float) -> float:
     replicated = REPLICATED[stage]
-    return (replicated + (18 - replicated) / d) / 18 + (WORKING_WEIGHTS if stage == "3" and d > 1 else 0.0)
+    return (replicated + (18 - replicated) / d) / 18 + (working if stage == "3" and d > 1 else 0.0)
 
 
 def _layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
     """The state one GPU keeps, in units of the whole model's, with the layout roles at ``values``
     and the rest at the baseline's (a role without a knob: degree 1, no sharding)."""
     def value(role: str) -> KnobValue | None:
-        knobs = contract.by_role(role)
-        return values[role] if role in values else knobs[0].default if knobs else None
+        return _value(values, contract, role, None)
 
     t, p, e = (1.0 if (v := value(role)) is None else _positive(v)
                for role in ("tensor_parallel", "pipeline_parallel", "expert_parallel"))
@@ -163,7 +248,9 @@ def _layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -
     experts = EXPERT_STATE if contract.by_role("expert_parallel") else 0.0
     d = max(hw.gpu_count / (t * p), 1.0)
     # The experts' state is sharded over the d/e ranks that hold the same experts.
-    return ((1 - experts) * _state_kept(stage, d) + experts * _state_kept(stage, max(d / e, 1.0)) / e) / (t * p)
+    working = _working(contract)
+    return ((1 - experts) * _state_kept(stage, d, working)
+            + experts * _state_kept(stage, max(d / e, 1.0), working) / e) / (t * p)
 
 
 def state_ratio(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:
@@ -225,6 +312,15 @@ _SEQUENCE_PARALLEL = {
 }
 
 
+def _tensor_parallel(knob: Knob, value: KnobValue, hw: Hardware, contract: Contract) -> PartEffect | None:
+    """With the activations known from the shape, the degree's effect on the state alone (the
+    activations' is in ``activation_interaction``); without them, on the whole peak (None)."""
+    if activation_ratio({}, hw, contract) is None or value_ratio(knob, value) is None:
+        return None
+    ratio = state_ratio({knob.role: value}, hw, contract)
+    return None if ratio is None else PartEffect(STATE, math.log(ratio), 0.1)
+
+
 def _split(share: float, sd: float) -> Rule:
     """A degree dividing the state: on a GPU as ``state_ratio`` has it, on a CPU ``share`` / 2 of it
     (the runtime, which it does not divide, is the rest)."""
@@ -249,6 +345,8 @@ def _virtual_pipeline(knob: Knob, value: KnobValue, hw: Hardware, contract: Cont
     r = value_ratio(knob, value)
     if r is None:
         return None
+    if (shaped := _shaped(knob, value, hw, contract)) is not None:
+        return shaped
     return PartEffect(ACTIVATIONS, math.log(in_flight(float(value)) / in_flight(float(knob.default))), 0.1)
 
 
@@ -260,6 +358,7 @@ PART_RULES: dict[str, Rule] = {
     # Each stage holds 1/p of the layers, while under 1F1B the first keeps p micro-batches of its
     # l/p layers in flight: the activations stay (Narayanan et al. 2021, Section 2.2).
     "pipeline_parallel": _split(1.0, 0.1),
+    "tensor_parallel": _tensor_parallel,
     "expert_parallel": _split(EXPERT_STATE, 0.2),
     "virtual_pipeline": _virtual_pipeline,
     "sequence_parallel": _levels(_by_device(_SEQUENCE_PARALLEL), _sequence_parallel, ACTIVATIONS),

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.part_interactions import PartInteractions
 from infrarsi.search.prior_check import PriorCheck, check_all
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import TrialResult
 
 
 def prior_checks(space: SearchSpace, priors: PriorTable, history: list[TrialResult], *,
-                 noise_cv: float | None = None, interactions: StateInteractions | None = None) -> list[PriorCheck]:
+                 noise_cv: float | None = None, interactions: PartInteractions | None = None) -> list[PriorCheck]:
     """Time checks from the data-only fit the time model uses to drop miscalibrated priors (held
     to doctor's ``noise_cv`` when given, as the search's own model holds them); memory checks from
     the Tobit fit (its pull toward the prior is weak by construction)."""

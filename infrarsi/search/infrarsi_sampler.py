@@ -22,9 +22,9 @@ from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
 from infrarsi.search.memory_guard import nearest_distance, oom_dominated, oom_savers
 from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.part_interactions import PartInteractions
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import CandidateSet, SearchSpace
-from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
@@ -100,7 +100,7 @@ class InfraRSISampler(Sampler):
         noise_floor: float = DEFAULT_NOISE_FLOOR,
         noise_cv: float | None = None,
         min_speedup: float = math.inf,
-        interactions: StateInteractions | None = None,
+        interactions: PartInteractions | None = None,
         seed: int = 0,
     ):
         """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
@@ -109,7 +109,7 @@ class InfraRSISampler(Sampler):
         model before the search may call itself converged (infinite: no such guard); ``seeds``
         the experience bank's, and ``unbanked`` the priors without the bank's findings, which the
         models fall back to once the trials contradict the bank (``bank_contradicted``);
-        ``interactions`` the layout's known effects on the memory's state part."""
+        ``interactions`` the layout's known effects on the memory's parts."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -150,7 +150,8 @@ class InfraRSISampler(Sampler):
         has been measured or none left is expected to gain ``CONVERGED_GAIN``."""
         # The matrices are small: a multi-threaded BLAS only spins against the trials' own threads.
         with threadpool_limits(limits=1, user_api="blas"):
-            self.time, self.memory = self._models[self.bank_contradicted(history)]
+            contradicted = self.bank_contradicted(history)
+            self.time, self.memory = self._models[contradicted]
             measured = measured_keys(history)
             pool = self._pool(history)
             fresh = np.array([k not in measured for k in pool.keys], dtype=bool)
@@ -158,7 +159,11 @@ class InfraRSISampler(Sampler):
                 self.stop_reason = "every candidate measured"
                 return None
             n_ok = sum(1 for t in history if t.ok and t.step_time)
-            if len(measured) < self.n_initial or n_ok < 2:
+            # A contradicted bank's seeds take no spread-out seed's place: on the simulated 7B a
+            # wrong bank's seed had cost the third seed, and with it the run's first trial without
+            # recomputation.
+            seeded = measured - ({c.key() for c in self.seeds} if contradicted else set())
+            if len(seeded) < self.n_initial or n_ok < 2:
                 proposal = self._seed(history, measured, pool, fresh, must=n_ok < 2)
                 if proposal is not None:
                     return proposal
@@ -299,11 +304,6 @@ class InfraRSISampler(Sampler):
         anchor = int(np.flatnonzero(eligible)[np.argmin(pred.log_job[eligible])])
         anchor_key = pool.keys[anchor]
         oomed = failed_keys(history, (TrialStatus.OOM,))
-        if memory.fitted and anchor_key not in ok_keys and (anchor_key in oomed or p_fits[anchor] < 0.5):
-            pair = memory_saver_pair(space, memory, pool.indicator, scores, anchor, fresh, PAIR_P_FITS)
-            if pair is not None and pred.log_job[pair] < best:
-                reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
-                return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         likely = fresh & (p_fits >= EI_P_FITS[bool(oomed)])
         if oomed:
             fitted, prior = memory.setting_effects()[0], memory.setting_prior
@@ -311,6 +311,11 @@ class InfraRSISampler(Sampler):
                                 np.where(prior.known, prior.mean, fitted))
             likely |= fresh & savers & (p_fits >= SAVER_P_FITS)
         pick = int(np.argmax(np.where(likely if likely.any() else fresh, scores.value, -np.inf)))
+        if memory.fitted and anchor_key not in ok_keys and (anchor_key in oomed or p_fits[anchor] < 0.5):
+            pair = memory_saver_pair(space, memory, pool.indicator, scores, anchor, fresh, PAIR_P_FITS)
+            if pair is not None and pred.log_job[pair] < best and scores.value[pair] >= scores.value[pick]:
+                reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
+                return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         reason = "expected improvement x P(fits) x P(runs)"
         if may_stop and scores.value[pick] < CONVERGED_GAIN:
             disputed = self.disputed(history)

@@ -17,8 +17,10 @@ names a part scales that part only, every other one both, each part log-additive
 activations' share at the baseline, fitted too. Micro-batch 8 then costs what the activations
 weigh in the candidate, not at the baseline: little under full recomputation, most without it.
 Where no setting names a part, both parts move together and the model is the additive one. On a
-GPU cluster the layout's degrees also act on the state together (under ZeRO, what tp·pp leaves to
-shard over): ``StateInteractions`` adds that known offset to each candidate's state part.
+GPU cluster the layout's degrees also act on the parts together (under ZeRO, what tp·pp leaves to
+shard over; with the model's shape known, what recomputation, tensor and sequence parallelism do to
+the activations): ``PartInteractions`` adds those known offsets to each candidate's parts and, with
+the shape, puts the activations' share at the baseline where the shape does.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from infrarsi.records import MemoryPriceRow
 from infrarsi.search.effects import UNKNOWN_LOG_SD, SettingPriors, coefficient_prior, loosened, setting_priors
 from infrarsi.search.memory_curve import refit_untried
 from infrarsi.search.memory_guard import interaction
+from infrarsi.search.part_interactions import PartInteractions
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.state_interactions import StateInteractions
 from infrarsi.search.truncated import mean_above, tail_terms
 from infrarsi.trials import TrialResult, TrialStatus
 
@@ -52,6 +54,9 @@ PART_COLUMN_SD = MAX_SD
 """The vague prior of a feature column that moves one part only."""
 _SHARE_SD = 1.0
 """The activations' share at the baseline, in logit: the priors' implied share, give or take an e-fold."""
+SHAPED_SHARE_SD = 0.3
+"""...and the share the model's shape gives (``baseline_activation_share``): the runtime's buffers,
+the logits and an MoE's routed copies are not in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,7 @@ class PeakParts:
     act_cols: np.ndarray
     """...and where it moves the activations."""
     share_logit: float
+    share_sd: float = _SHARE_SD
 
     @property
     def parted(self) -> np.ndarray:
@@ -117,9 +123,10 @@ class PeakParts:
         return (self.state_cols * self.act_cols) == 0
 
 
-def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
+def peak_parts(space: SearchSpace, priors: PriorTable, known_share: float | None = None) -> PeakParts:
     """The parts ``priors`` name (``Prior.mem_part``) for ``space``'s settings and columns: a knob
-    with a part for any value moves that part only."""
+    with a part for any value moves that part only; the activations' share at the baseline is
+    ``known_share`` where the shape gave one, else what the priors' whole and part effects imply."""
     n = len(space.setting_keys)
     part, mean, sd, shared = np.full(n, "", dtype=object), np.zeros(n), np.full(n, UNKNOWN_LOG_SD), np.zeros(n)
     implied = []
@@ -139,13 +146,16 @@ def peak_parts(space: SearchSpace, priors: PriorTable) -> PeakParts:
             part[i] = knob_part[space.knob_of(key)]  # a value no rule priced: its part, no belief
     cols = [knob_part.get(c.dim, "") for c in space.columns]
     share = float(np.clip(np.median(implied), 0.05, 0.95)) if implied else 0.5
+    if known_share is not None and part.astype(bool).any():
+        share = float(np.clip(known_share, 0.01, 0.99))
     return PeakParts(part.astype(str), mean, sd, shared, np.array([c != "activations" for c in cols], dtype=float),
-                     np.array([c != "state" for c in cols], dtype=float), math.log(share / (1 - share)))
+                     np.array([c != "state" for c in cols], dtype=float), math.log(share / (1 - share)),
+                     SHAPED_SHARE_SD if known_share is not None else _SHARE_SD)
 
 
 class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0,
-                 interactions: StateInteractions | None = None):
+                 interactions: PartInteractions | None = None):
         """``interactions``: the layout's known offsets to the state part (``state_interactions``)."""
         self.space = space
         self.interactions = interactions
@@ -153,7 +163,7 @@ class MemoryModel:
         self.prior_weakening = prior_weakening
         self.setting_prior = setting_priors(space, self.priors, "mem")
         """Whole-peak effects: what a trial's data are checked against."""
-        self.parts = peak_parts(space, self.priors)
+        self.parts = peak_parts(space, self.priors, None if interactions is None else interactions.share)
         self._use_prior(self._model_prior(self.setting_prior))
         self.contradicted: set[str] = set()
         """Settings whose memory prior the data contradict: it stops steering (as in the time model)."""
@@ -199,10 +209,11 @@ class MemoryModel:
         return self.fit_arrays(X, y, censored, offsets)
 
     def _offsets(self, indicator: np.ndarray | None) -> np.ndarray | None:
-        """The state part's offsets of ``indicator``'s rows (zero without ``interactions``)."""
+        """(rows, 2): the state and activations parts' offsets of ``indicator``'s rows (zero without
+        ``interactions``)."""
         if indicator is None:
             return None
-        return np.zeros(len(indicator)) if self.interactions is None else self.interactions.offsets(indicator)
+        return np.zeros((len(indicator), 2)) if self.interactions is None else self.interactions.offsets(indicator)
 
     def _revised_prior(self, X: np.ndarray, offsets: np.ndarray | None) -> SettingPriors:
         """The setting priors, revised by a data-only fit: those it contradicts (the rule of
@@ -237,10 +248,10 @@ class MemoryModel:
     def _mean_jac(self, params: np.ndarray, X: np.ndarray, offsets: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Log peak of each row of ``X`` under ``params`` (theta without log sigma), and its
-        Jacobian in them; ``offsets`` move the rows' state part (``StateInteractions``)."""
+        Jacobian in them; ``offsets`` move the rows' parts (``PartInteractions``)."""
         c, q, w = params[0], params[1], params[2:]
-        state = log_expit(-q) + X @ (w * self.parts.state_cols) + (0.0 if offsets is None else offsets)
-        act = log_expit(q) + X @ (w * self.parts.act_cols)
+        state = log_expit(-q) + X @ (w * self.parts.state_cols) + (0.0 if offsets is None else offsets[:, 0])
+        act = log_expit(q) + X @ (w * self.parts.act_cols) + (0.0 if offsets is None else offsets[:, 1])
         total = np.logaddexp(state, act)
         to_state, to_act = np.exp(state - total), np.exp(act - total)
         jac = np.column_stack([np.ones(len(X)), to_act - expit(q),
@@ -264,12 +275,12 @@ class MemoryModel:
         s0, s_sd = _SIGMA_PRIOR
         dw = w - self.prior_mean
         prior_grad = self.prior_precision @ dw
-        q_off = q - self.parts.share_logit
-        nll += (0.5 * dw @ prior_grad + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * (q_off / _SHARE_SD) ** 2
+        q_off, share_sd = q - self.parts.share_logit, self.parts.share_sd
+        nll += (0.5 * dw @ prior_grad + 0.5 * ((b - b0) / _INTERCEPT_SD) ** 2 + 0.5 * (q_off / share_sd) ** 2
                 + 0.5 * ((s - s0) / s_sd) ** 2)
         grad = jac.T @ d_z
         grad[0] += (b - b0) / _INTERCEPT_SD**2
-        grad[1] += q_off / _SHARE_SD**2
+        grad[1] += q_off / share_sd**2
         grad[2:] += prior_grad
         return nll, np.append(grad, d_s + (s - s0) / s_sd**2)
 
@@ -302,7 +313,7 @@ class MemoryModel:
         h[censored] = mills * (mills - a) / self.sigma**2
         prior_prec = np.zeros((jac.shape[1], jac.shape[1]))
         prior_prec[0, 0] = 1.0 / _INTERCEPT_SD**2
-        prior_prec[1, 1] = 1.0 / _SHARE_SD**2
+        prior_prec[1, 1] = 1.0 / self.parts.share_sd**2
         prior_prec[2:, 2:] = self.prior_precision
         return np.linalg.inv(jac.T @ (jac * h[:, None]) + prior_prec)
 
@@ -332,7 +343,9 @@ class MemoryModel:
     def setting_effects(self) -> tuple[np.ndarray, np.ndarray]:
         """Fitted log effect on the baseline's peak and its sd for every ``space.setting_keys`` entry."""
         params = self._theta[:-1]
-        mean, jac = self._mean_jac(params, self.space.setting_deltas)
+        # Each setting alone, its known offsets included (tensor parallelism's on the activations).
+        alone = self._offsets(np.eye(len(self.space.setting_keys)))
+        mean, jac = self._mean_jac(params, self.space.setting_deltas, alone)
         base, base_jac = self._mean_jac(params, np.zeros((1, self.space.n_features)))
         diff = jac - base_jac
         return mean - base, np.sqrt(np.einsum("ij,jk,ik->i", diff, self.cov, diff))

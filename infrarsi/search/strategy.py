@@ -24,11 +24,11 @@ from infrarsi.search.history import distinct, measured_fast, measured_keys, meas
 from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
+from infrarsi.search.part_interactions import PartInteractions, part_interactions
 from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
 from infrarsi.search.prior_check import PriorCheck
 from infrarsi.search.sampler import Proposal, Sampler, Unprepared
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.state_interactions import StateInteractions, state_interactions
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import ahead_of_baseline
 
@@ -89,8 +89,8 @@ class Strategy:
     hardware: HardwareFingerprint | None = None
     """The machine (None: the layout's memory interactions are not known)."""
     space: SearchSpace | None = None
-    interactions: StateInteractions | None = None
-    """The layout's known effects on the memory's state part in ``space`` (``state_interactions``)."""
+    interactions: PartInteractions | None = None
+    """The layout's known effects on the memory's parts in ``space`` (``part_interactions``)."""
     sampler: Sampler = field(default_factory=Unprepared)
     """The strategy's sampler (``MAKE_SAMPLER``) from ``prepare`` on; before, one that proposes nothing."""
 
@@ -116,7 +116,7 @@ class Strategy:
     def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> None:
         """``patches``: those the run's study holds (default: the space's, the validated ones)."""
         self.space = space
-        self.interactions = None if self.hardware is None else state_interactions(space, self.hardware, self.contract)
+        self.interactions = None if self.hardware is None else part_interactions(space, self.hardware, self.contract)
         self.sampler = MAKE_SAMPLER[self.name](self, space, space.patches if patches is None else patches)
 
     def propose(self, history: list[TrialResult]) -> Proposal | None:

@@ -314,13 +314,17 @@ def with_measured_workload(contract: Contract, runs: list[TrialResult]) -> Contr
 
 
 def with_model_shape(contract: Contract, facts: Mapping[str, int]) -> Contract:
-    """The hidden size and heads the script's ``probe.model`` reported, over init's reading of the
-    knobs' names (``catalog.shape_of``): the priors price selective recomputation from them
-    (``infrarsi.priors.attention_core``)."""
+    """The hidden size, heads, layers and parameters the script's ``probe.model`` reported, over
+    init's reading of the knobs' names (``catalog.shape_of``): the priors price selective
+    recomputation (``infrarsi.priors.attention_core``) and a GPU's activations
+    (``infrarsi.priors.activation_bytes``) from them."""
+    w = contract.workload
     heads, head_dim = int(facts.get("heads", 0)), int(facts.get("head_dim", 0))
-    if heads <= 0 or head_dim <= 0:
-        return contract
-    return replace(contract, workload=replace(contract.workload, hidden=heads * head_dim, heads=heads))
+    layers, params = int(facts.get("layers", 0)), int(facts.get("params", 0))
+    known = heads > 0 and head_dim > 0
+    return replace(contract, workload=replace(
+        w, hidden=heads * head_dim if known else w.hidden, heads=heads if known else w.heads,
+        layers=layers if layers > 0 else w.layers, params=params if params > 0 else w.params))
 
 
 def with_measured_length(contract: Contract, runs: list[TrialResult], on_event: EventSink = ignore) -> Contract:

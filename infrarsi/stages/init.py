@@ -363,6 +363,7 @@ class _Facts:
     seq_len_knob: str = ""
     hidden: int = 0
     heads: int = 0
+    layers: int = 0
     seed: int | None = None
     steps: RawKnob | None = None
     epochs: RawKnob | None = None
@@ -513,6 +514,7 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
         seq_len_knob=facts.seq_len_knob,
         hidden=facts.hidden,
         heads=facts.heads,
+        layers=facts.layers,
         seed=facts.seed or 0,
         warmup_steps=warmup,
         measured_steps=measured,

@@ -148,7 +148,8 @@ def test_parallel_degrees_divide_the_nodes_gpus():
 @pytest.mark.parametrize(("name", "expected"), [
     ("n_embd", "hidden"), ("hidden_size", "hidden"), ("d_model", "hidden"), ("model.dim", "hidden"),
     ("n_head", "heads"), ("num_attention_heads", "heads"), ("nHeads", "heads"),
-    ("n_kv_heads", ""), ("head_dim", ""), ("n_layer", ""), ("ffn_dim", ""),
+    ("n_layer", "layers"), ("num_hidden_layers", "layers"), ("model.n_layers", "layers"),
+    ("n_kv_heads", ""), ("head_dim", ""), ("ffn_dim", ""), ("layer_norm_eps", ""),
 ])
-def test_the_model_s_widths_by_name(name, expected):
+def test_the_model_s_sizes_by_name(name, expected):
     assert shape_of(name) == expected

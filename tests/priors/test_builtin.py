@@ -1,9 +1,11 @@
 import math
+from dataclasses import replace
 
 import pytest
 
 from infrarsi.patches import REGISTRY, declared_priors
 from infrarsi.priors import BuiltinPriors, Prior, builtin_table
+from infrarsi.priors.builtin import FILLED_TOKENS
 
 
 def test_every_key_of_the_contract_has_a_sourced_prior(make_context, device):
@@ -27,6 +29,20 @@ def test_bigger_micro_batches_are_faster_and_cost_memory(make_context, device):
     mems = [table.get(f"batch_size={b}").mem_log_mean for b in (1, 4, 16, 32)]
     assert times == sorted(times, reverse=True) and mems == sorted(mems)
     assert table.get("batch_size=1").time_log_sd > table.get("batch_size=4").time_log_sd
+
+
+@pytest.mark.parametrize("seq", [256, 4096])
+def test_on_a_gpu_a_bigger_micro_batch_gains_less_once_its_gemms_are_filled(make_context, contract_with, tunable,
+                                                                              seq):
+    """Per doubling above the default, 0.12 in log where the default micro-batch holds at most
+    ``FILLED_TOKENS`` tokens, a quarter of that at 4,096 (one 4,096-token sample); smaller
+    micro-batches cost the same at either length."""
+    contract = contract_with([tunable("mb", "micro_batch", "int", 1, [1, 2, 4])])
+    contract = replace(contract, workload=replace(contract.workload, seq_len=seq))
+    table = builtin_table(make_context("cuda", contract=contract))
+    slope = 0.12 * min(1.0, FILLED_TOKENS / seq)
+    assert table.get("mb=2").time_log_mean == pytest.approx(-slope * math.log(2))
+    assert table.get("mb=4").time_log_mean == pytest.approx(-slope * math.log(4))
 
 
 def test_accumulation_defers_to_the_micro_batch_knob_when_there_is_one(make_context, contract_with, tunable):

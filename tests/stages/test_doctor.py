@@ -226,7 +226,7 @@ def test_the_model_shape_comes_from_the_probe_s_facts_where_the_contract_has_non
     contract = dense_gpt_contract(_locked_repo(tmp_path))
     facts = {"params": 1000, "layers": 2, "heads": 4, "head_dim": 16, "seq_len": 64}
     learned = with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9], facts=facts)]).workload
-    assert (learned.hidden, learned.heads) == (64, 4)
+    assert (learned.hidden, learned.heads, learned.layers, learned.params) == (64, 4, 2, 1000)
     assert with_measured_workload(contract, [_run([1.0, 1.0], {}, [1.0, 0.9])]).workload.hidden == 0
     # The script's own facts over init's reading of its knobs' names.
     contract.workload.hidden, contract.workload.heads = 128, 8

@@ -243,7 +243,8 @@ def test_fixture(tmp_path, name):
     assert not wrong, f"(found, expected) roles: {wrong}"
     assert c.workload.tokens_per_step == c.workload.global_batch * c.workload.seq_len > 0
     # The model's shape from its knobs, as the command runs it: selective recomputation's prior reads it.
-    assert (c.workload.hidden, c.workload.heads) == (c.knob("n_embd").default, c.knob("n_head").default)
+    assert (c.workload.hidden, c.workload.heads, c.workload.layers) == (
+        c.knob("n_embd").default, c.knob("n_head").default, c.knob("n_layer").default)
     for role in ("micro_batch", "activation_checkpointing", "compile", "dtype", "optimizer_impl", "threads"):
         assert all(k.tunable for k in c.by_role(role)), role
     readme = source / "README.md"
