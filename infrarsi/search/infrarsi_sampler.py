@@ -161,9 +161,13 @@ class InfraRSISampler(Sampler):
             n_ok = sum(1 for t in history if t.ok and t.step_time)
             # A contradicted bank's seeds take no spread-out seed's place: on the simulated 7B a
             # wrong bank's seed had cost the third seed, and with it the run's first trial without
-            # recomputation.
-            seeded = measured - ({c.key() for c in self.seeds} if contradicted else set())
-            if len(seeded) < self.n_initial or n_ok < 2:
+            # recomputation. A bank seed that ran faster than the baseline takes all their places:
+            # the bank's findings have done what the spread-out seeds are for, and its other seeds
+            # compete by expected improvement.
+            banked = {c.key() for c in self.seeds}
+            seeded = measured - (banked if contradicted else set())
+            confirmed = not contradicted and any(t.ok and t.candidate.key() in banked for t in history)
+            if (len(seeded) < self.n_initial and not confirmed) or n_ok < 2:
                 proposal = self._seed(history, measured, pool, fresh, must=n_ok < 2)
                 if proposal is not None:
                     return proposal

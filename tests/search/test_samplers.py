@@ -75,19 +75,26 @@ def test_infrarsi_stops_once_nothing_untried_is_worth_a_trial_having_found_the_o
         assert found == surface.job_s(surface.optimum()), seed
 
 
-def test_seeds_come_from_the_bank_then_the_baseline_then_spread_out():
+@pytest.mark.parametrize("banked", [True, False])
+def test_seeds_spread_out_after_the_baseline_unless_a_bank_seed_ran_faster(banked):
+    """A bank seed comes first, then the baseline; one faster than the baseline has done what the
+    spread-out seeds are for, and expected improvement goes on from it. Without a bank the seeds
+    spread out."""
     space = _space()
     # Memory to spare: past the first two trials only a sure fit is worth a seed.
     surface = _surface(space, base_peak=0.1)
     bank = space.with_value(space.with_value(space.baseline(), "micro_batch_size", 8), "threads", 2)
-    sampler, history = InfraRSISampler(space, seeds=[bank], n_initial=5), []
+    assert surface.job_s(bank) < surface.job_s(space.baseline())
+    sampler, history = InfraRSISampler(space, seeds=[bank] if banked else [], n_initial=5), []
     proposals = []
     for _ in range(5):
         proposals.append(sampler.ask(history))
         history.append(surface.run(proposals[-1].candidate))
-    assert history[0].candidate.key() == bank.key()
-    assert history[1].candidate.key() == space.baseline().key()
+    assert [t.candidate.key() for t in history[:1 + banked]] == [bank.key()] * banked + [space.baseline().key()]
     seeds = [i for i, p in enumerate(proposals) if p.reason == "prior-guided diverse seed"]
+    if banked:
+        assert not seeds and {p.reason for p in proposals[2:]} == {"expected improvement x P(fits) x P(runs)"}
+        return
     assert seeds, [p.reason for p in proposals]
     ind = space.indicator([t.candidate for t in history])
     gaps = np.abs(ind[:, None] - ind[None]).sum(-1)
