@@ -145,9 +145,10 @@ def peak_parts(space: SearchSpace, priors: PriorTable, known_share: float | None
         if not part[i] and space.knob_of(key) in knob_part:
             part[i] = knob_part[space.knob_of(key)]  # a value no rule priced: its part, no belief
     cols = [knob_part.get(c.dim, "") for c in space.columns]
-    share = float(np.clip(np.median(implied), 0.05, 0.95)) if implied else 0.5
-    if known_share is not None and part.astype(bool).any():
+    if known_share is not None:
         share = float(np.clip(known_share, 0.01, 0.99))
+    else:
+        share = float(np.clip(np.median(implied), 0.05, 0.95)) if implied else 0.5
     return PeakParts(part.astype(str), mean, sd, shared, np.array([c != "activations" for c in cols], dtype=float),
                      np.array([c != "state" for c in cols], dtype=float), math.log(share / (1 - share)),
                      SHAPED_SHARE_SD if known_share is not None else _SHARE_SD)
@@ -156,7 +157,8 @@ def peak_parts(space: SearchSpace, priors: PriorTable, known_share: float | None
 class MemoryModel:
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, prior_weakening: float = 2.0,
                  interactions: PartInteractions | None = None):
-        """``interactions``: the layout's known offsets to the state part (``state_interactions``)."""
+        """``interactions``: the layout's known offsets to the parts and the shape's activations share
+        (``part_interactions``)."""
         self.space = space
         self.interactions = interactions
         self.priors = priors or PriorTable()
