@@ -120,16 +120,21 @@ def activation_interaction(values: Mapping[str, KnobValue], hw: Hardware, contra
     return math.log(whole) - sum(math.log(o) for o in own if o is not None)
 
 
+RUNTIME_BYTES = 2 * 2**30
+"""What a GPU holds that no knob moves: the CUDA context, NCCL's buffers, cuBLAS's workspaces."""
+
+
 def baseline_activation_share(hw: Hardware, contract: Contract) -> float | None:
     """The activations' share of the baseline's peak from the shape: the formula's bytes against the
-    18 bytes a parameter of state the layout keeps; None without a micro-batch knob or the
-    parameter count (a dense model's is about 12·l·h²; a mixture of experts needs the probe's)."""
+    18 bytes a parameter of state the layout keeps and ``RUNTIME_BYTES``; None without a micro-batch
+    knob or the parameter count (a dense model's is about 12·l·h²; a mixture of experts needs the
+    probe's)."""
     w = contract.workload
     params = w.params or (0 if contract.by_role("expert_parallel") else 12 * w.layers * w.hidden**2)
     act, layout = _activations({}, hw, contract), _layout({}, hw, contract)
     if act is None or layout is None or not params or not contract.by_role("micro_batch"):
         return None
-    state = 18.0 * params * layout
+    state = 18.0 * params * layout + RUNTIME_BYTES
     return act / (act + state)
 
 

@@ -8,7 +8,12 @@ import pytest
 
 from infrarsi.priors import builtin_table
 from infrarsi.priors.activation_bytes import Shape, activation_bytes
-from infrarsi.priors.memory_parts import activation_interaction, activation_ratio, baseline_activation_share
+from infrarsi.priors.memory_parts import (
+    RUNTIME_BYTES,
+    activation_interaction,
+    activation_ratio,
+    baseline_activation_share,
+)
 from tests.priors.conftest import hardware, knob
 
 S, H, A, L = 2048, 6144, 48, 40
@@ -89,11 +94,11 @@ def test_what_the_activations_roles_do_together_beyond_their_own_effects():
         math.log(activation_ratio({"tensor_parallel": 2}, hw, contract))) != 0
 
 
-def test_the_baseline_share_of_activations_is_the_formula_against_the_states_18_bytes():
+def test_the_baseline_share_of_activations_is_the_formula_against_the_states_18_bytes_and_the_runtime():
     contract, hw = _megatron(), _gpus()
     act = activation_bytes(Shape(4096, 4096, 32, 32), micro=1, tp=8, sequence_parallel=False, level="on")
     state = 18 * 6.7e9 / 8  # ZeRO 1 over one data-parallel rank keeps it all
-    assert baseline_activation_share(hw, contract) == pytest.approx(act / (act + state))
+    assert baseline_activation_share(hw, contract) == pytest.approx(act / (act + state + RUNTIME_BYTES))
 
 
 @pytest.mark.parametrize("why", ["cpu", "no layers", "experts"])
