@@ -18,13 +18,18 @@ def per_rank(batch: int, ranks: int = 1) -> int:
     return batch // ranks
 
 
-def accumulation(batch: int, micro: int, ranks: int = 1) -> int:
-    """The accumulation steps that make ``micro`` on ``ranks`` processes the global batch."""
-    return batch // global_batch(micro, 1, ranks)
+def accumulation(batch: int, micro: int, ranks: int = 1, over_ranks: bool = False) -> int:
+    """The accumulation steps that make ``micro`` on ``ranks`` processes the global batch.
+    ``over_ranks``: the script divides its count by the process count (nanoGPT), so the count
+    covers every rank and does not depend on ``ranks``."""
+    return batch // global_batch(micro, 1, 1 if over_ranks else ranks)
 
 
-def keeps(batch: int, micro: int, accum: int = 1, ranks: int = 1) -> bool:
-    """Whether the split is exactly the global batch."""
+def keeps(batch: int, micro: int, accum: int = 1, ranks: int = 1, over_ranks: bool = False) -> bool:
+    """Whether the split is exactly the global batch (with ``over_ranks``, a count the ranks share
+    evenly: the script asserts that they do)."""
+    if over_ranks:
+        return accum % ranks == 0 and global_batch(micro, accum) == batch
     return global_batch(micro, accum, ranks) == batch
 
 

@@ -96,6 +96,11 @@ class Knob:
     """The library patch that adds this knob to a script without it (``gradient_accumulation``):
     the default is the script as it is, any other value applies the patch and then sets the knob
     (``runner.command.patches_to_apply``). None: the script has the knob itself."""
+    over_ranks: bool | None = None
+    """For ``grad_accum``: True when the script divides the count by its process count (nanoGPT's
+    ``gradient_accumulation_steps //= ddp_world_size``), so it counts every rank's micro-batches and
+    micro-batch x it is the global batch whatever the process count. None: each rank's count (left
+    out of the contract, whose hash it does not change)."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -463,7 +468,7 @@ _TYPES = {
     "memory": {"budget_bytes": int, "device": str},
     "scope": {"editable": list, "functions": list, "locked": dict},
     "knob": {"name": str, "role": str, "type": str, "default": _VALUE, "flag": str, "flag_style": str,
-             "domain": list, "tunable": bool, "help": str, "source": str, "patch": str},
+             "domain": list, "tunable": bool, "help": str, "source": str, "patch": str, "over_ranks": bool},
     "sandbox": {"network": bool, "read_only": list},
     "verify": {"candidates": int, "least_rounds": int, "most_rounds": int},
 }

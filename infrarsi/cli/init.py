@@ -12,6 +12,7 @@ from rich.table import Table
 from infrarsi.byte_units import GIB
 from infrarsi.cli.console import console, emit_json, err
 from infrarsi.cli.fit import print_diff
+from infrarsi.knobs.pair import describe as describe_pair
 from infrarsi.stages.init import MEASURED_STEPS, WARMUP_STEPS, InitResult, init
 
 
@@ -121,6 +122,9 @@ def render(result: InitResult) -> None:
         f"{w.planned_steps} in the real job ({w.planned_from or 'as written'})"
         + (" until doctor counts the steps an epoch" if w.epochs else "")
     )
+    if result.pair is not None:
+        for line in describe_pair(result.pair, w.seq_len):
+            console.print(line, markup=False)
     console.print(f"memory budget: {contract.memory.budget_bytes / GIB:.2f} GiB ({contract.memory.device})")
     console.print(f"editable: {', '.join(result.editable)}" + (
         f"  [dim](functions: {', '.join(contract.scope.functions)})[/]" if contract.scope.functions else ""))

@@ -8,7 +8,10 @@ its keys), attribute stores (``self.B = B``: later ``.B`` loads carry it), calls
 functions and classes (argument to parameter, ``return`` to the call) and arithmetic. Division
 is tracked: a value in a denominator is *inverted* (``gbs // mbs`` grows as ``mbs`` shrinks), one
 in a numerator is *scaled*. Tensor sizes (``.size()``, ``.shape``, ``len``) end a flow: a batch
-that reaches the model's input must not taint every shape inside the model.
+that reaches the model's input must not taint every shape inside the model. So do the sizes a
+tensor or a loader is built with (``torch.randint(n, (B,))``, ``x.view(B, T)``,
+``DataLoader(batch_size=B)``): the batch acts there, and the data's values, the loss computed from
+them and a checkpoint saved under the best validation loss do not carry it on.
 
 Each place a value acts is a :class:`Sink`; ``infrarsi.knobs.roles`` turns a knob's sinks into
 its role. Nothing is imported or run.
@@ -72,6 +75,13 @@ _SPEED_KEYWORDS = {*_KEYWORD_OPS, *LOADER_KEYWORDS, "mode", "backend"}
 _TORCH_DTYPES = {"float32", "float16", "bfloat16", "float", "half", "float64", "double"}
 
 
+WORLD_SIZE = "w:world_size"
+"""The symbol the job's process count starts at (``os.environ["WORLD_SIZE"]``, ``dist.get_world_size()``):
+an accumulation count it divides counts the micro-batches of every rank (nanoGPT's
+``gradient_accumulation_steps //= ddp_world_size``)."""
+WORLD_SIZE_VARS = ("WORLD_SIZE",)
+
+
 @dataclass(frozen=True, slots=True)
 class Sink:
     kind: str
@@ -101,6 +111,24 @@ class FlowGraph:
     sinks: list[Sink] = field(default_factory=list)
     has_accumulation: bool = False
     """Some loop around backward() is bounded by a variable, or the loss is divided before backward()."""
+    divisions: list[tuple[str, frozenset[str], frozenset[str]]] = field(default_factory=list)
+    """Each ``n //= d`` / ``m = n // d`` on a name: (``file:line``, what is divided, the divisor's
+    symbols), for saying where a count is divided by another (the process count)."""
+
+    logged: list[Sink] = field(default_factory=list)
+    """Where values are printed or logged (``print``, ``logger.info``, ``wandb.log``…): no role comes of
+    it; init shows a batch setting's logging-only uses (a printed tokens-per-iteration, an MFU
+    estimate) to say they do not lock it."""
+
+    def symbols(self, sources: list[str]) -> set[str]:
+        """Every symbol a value from ``sources`` reaches, whatever the path's polarity."""
+        seen, queue = set(sources), deque(sources)
+        while queue:
+            for dst, _, _ in self.edges.get(queue.popleft(), ()):
+                if dst not in seen:
+                    seen.add(dst)
+                    queue.append(dst)
+        return seen
 
     def add_edge(self, src: Ref, dst: str) -> None:
         self.edges.setdefault(src[0], set()).add((dst, src[1], src[2]))
@@ -217,6 +245,8 @@ class _Builder:
             return left | right
         if isinstance(node, cst.Subscript):
             out = self.refs(node.value, func)
+            if _last(dotted(node.value)) == "environ" and _const_key(node) in WORLD_SIZE_VARS:
+                out.add((WORLD_SIZE, False, False))
             if isinstance(node.value, cst.Name):
                 key = _const_key(node)
                 if key is not None:
@@ -240,14 +270,21 @@ class _Builder:
         short = _last(name) if name else (node.func.attr.value if isinstance(node.func, cst.Attribute) else "")
         if short in _SIZE_CALLS or short in _HARMLESS:
             return set()
+        if short == "get_world_size" or short in ("get", "getenv") and node.args \
+                and isinstance(node.args[0].value, cst.SimpleString) \
+                and node.args[0].value.evaluated_value in WORLD_SIZE_VARS:
+            return {(WORLD_SIZE, False, False)}
         if short in self.functions or short in self.classes:
             return {(f"r:{short}", False, False)}
         out: set[Ref] = set()
         if isinstance(node.func, cst.Attribute):
             out |= self.refs(node.func.value, func)
+        sizes = _size_args(node, short)
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in _SPEED_KEYWORDS:
                 continue  # how the call runs, not what it returns: the result carries no such value
+            if any(arg is s for s in sizes):
+                continue  # a shape the result is given, not a value it holds: the flow ends at its sink
             out |= self.refs(arg.value, func)
         return out
 
@@ -319,6 +356,9 @@ class _Builder:
     def _small(self, small: cst.CSTNode, func: str, line: cst.CSTNode) -> None:
         if isinstance(small, cst.Assign):
             value = self.refs(small.value, func)
+            op = small.value
+            if isinstance(op, cst.BinaryOperation) and isinstance(op.operator, (cst.Divide, cst.FloorDivide)):
+                self._division(small, self.refs(op.left, func), self.refs(op.right, func))
             if isinstance(small.value, cst.BinaryOperation):
                 for t in small.targets:
                     self._loss_arith(t.target, small.value, func)
@@ -333,6 +373,7 @@ class _Builder:
         elif isinstance(small, cst.AugAssign):
             value = self.refs(small.value, func)
             if isinstance(small.operator, (cst.DivideAssign, cst.FloorDivideAssign)):
+                self._division(small, self.refs(small.target, func), value)
                 value = {(s, not i, c) for s, i, c in value}
             self._loss_arith(small.target, cst.BinaryOperation(small.target, _BINARY.get(
                 type(small.operator), cst.Add)(), small.value), func)
@@ -386,6 +427,11 @@ class _Builder:
                     self.g.add_edge(r, self._key(func, target.value.value, key))
             for r in value:
                 self.g.add_edge(r, self._name(func, target.value.value))
+
+    def _division(self, node: cst.CSTNode, numerator: set[Ref], divisor: set[Ref]) -> None:
+        if numerator and divisor:
+            self.g.divisions.append((self.file.where(node), frozenset(r[0] for r in numerator),
+                                     frozenset(r[0] for r in divisor)))
 
     def _update(self, node: cst.CSTNode, func: str) -> None:
         """``d.update({...})`` / ``d.update(other)`` adds keys to ``d``."""
@@ -465,6 +511,9 @@ class _Builder:
         if short in self.functions or short in self.classes:
             self._bind(short, call, pos, kw, stars, func)
         if short in _HARMLESS:
+            refs = {r for a in call.args for r in self.refs(a.value, func)}
+            if refs:
+                self.g.logged.append(Sink("logging", self.file.where(call), frozenset(refs)))
             return
         if short == "getattr" and len(pos) >= 2 and dotted(pos[0]) == "torch":
             self._sink("dtype", call, self.refs(pos[1], func))
@@ -698,6 +747,30 @@ class _Builder:
                         names.add(receiver.value)
             self.loss_names[func] = names
         return self.loss_names[func]
+
+
+_SIZE_ONLY = {"view", "reshape", "randn", "rand", "zeros", "ones", "empty", "expand", "new_zeros", "new_ones",
+              "new_empty"}
+"""Calls whose positional arguments are all sizes of the tensor they return."""
+
+
+def _size_args(call: cst.Call, short: str) -> list[cst.Arg]:
+    """The arguments of ``call`` that give its result's shape (the data's leading dimension and the
+    others), not its values: ``torch.randint(n, (B,))``'s size, ``x.view(B, T)``'s dims,
+    ``DataLoader(ds, batch_size=B)``'s batch size. A batch size acts there (a ``batch`` sink); the
+    data it shapes, and what is computed from the data (a loss, a best validation loss a
+    checkpoint is saved under), does not carry it on."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    named = [a for a in call.args if a.keyword is not None and a.keyword.value in ("size", "batch_size")]
+    if short in _SIZE_ONLY:
+        return [*positional, *named]
+    if short == "randint":
+        return [*(positional[2:3] if len(positional) >= 3 else positional[1:2]), *named]
+    if short == "full":
+        return [*positional[:1], *named]
+    if short == "DataLoader":
+        return [*positional[1:2], *named]
+    return []
 
 
 def _walk_unguarded(node: cst.CSTNode):

@@ -160,12 +160,15 @@ def _builders(readers: list[ParsedFile]) -> dict[str, _Builder]:
     """Builders by ``Class.method`` and by bare function name."""
     out: dict[str, _Builder] = {}
     for f in readers:
+        methods: set[int] = set()
         for node in walk(f.module):
             if isinstance(node, cst.ClassDef):
                 for stmt in node.body.body:
-                    if isinstance(stmt, cst.FunctionDef) and (b := _builder(f, stmt)):
-                        out[f"{node.name.value}.{stmt.name.value}"] = b
-            elif isinstance(node, cst.FunctionDef) and (b := _builder(f, node)):
+                    if isinstance(stmt, cst.FunctionDef):
+                        methods.add(id(stmt))  # keyed by its class only: a root of its own it is not
+                        if b := _builder(f, stmt):
+                            out[f"{node.name.value}.{stmt.name.value}"] = b
+            elif isinstance(node, cst.FunctionDef) and id(node) not in methods and (b := _builder(f, node)):
                 out.setdefault(node.name.value, b)
     return out
 

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from infrarsi.knobs.catalog import Rule, classify
-from infrarsi.knobs.dataflow import FlowGraph, Reach, build_graph, knob_sources
+from infrarsi.knobs.dataflow import WORLD_SIZE, FlowGraph, Reach, build_graph, knob_sources
 from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.source import ParsedFile
 
@@ -36,6 +36,9 @@ class Role:
     """What decided it: the sink (``file:line``) or ``name`` (the catalog)."""
     constants: tuple = ()
     """Constants a guard compares the value with (extra values to try for an int switch)."""
+    over_ranks: str = ""
+    """For ``grad_accum``: where the script divides the count by its process count (``file:line``),
+    so that it counts the micro-batches of every rank; empty: the count is each rank's."""
 
 
 def _aspect(catalog: Rule, knob: RawKnob, fallback: str) -> str:
@@ -129,5 +132,17 @@ def assign_roles(files: list[ParsedFile], knobs: list[RawKnob], style: str,
             out[k.name] = Role(catalog, f"name; also {flow.why}")
         else:
             out[k.name] = flow
+        if out[k.name].rule.role == "grad_accum":
+            where = _divided_by_world_size(graph, knob_sources(k.name, style, entry, k.receiver))
+            if where:
+                role = out[k.name]
+                out[k.name] = Role(role.rule, role.why, role.constants, where)
     return out
 
+
+def _divided_by_world_size(graph: FlowGraph, sources: list[str]) -> str:
+    """Where the process count divides this accumulation count (``gradient_accumulation_steps //=
+    ddp_world_size``, ``accum = args.accum // world_size``): ``file:line``; empty when it does not."""
+    counted, world = graph.symbols(sources), graph.symbols([WORLD_SIZE])
+    return next((where for where, numerator, divisor in graph.divisions
+                 if numerator & counted and divisor & world), "")

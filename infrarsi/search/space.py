@@ -156,7 +156,8 @@ class SearchSpace:
     def _group_combos(self) -> list[dict[str, KnobValue]]:
         """Valid value combinations of the coupled knobs (tunable members only are set).
 
-        With an accumulation knob, micro x accumulation x processes must equal the global batch;
+        With an accumulation knob, micro x accumulation x processes must equal the global batch (micro
+        x accumulation, for a count the script divides by its processes: ``Knob.over_ranks``);
         without one the script derives the accumulation, so micro x processes must divide it.
         """
         roles, members = list(self.coupled), list(self.coupled.values())
@@ -167,7 +168,8 @@ class SearchSpace:
         for values in itertools.product(*(_knob_values(k) for k in members)):
             split = {role: int(v) for role, v in zip(roles, values)}
             micro, ranks = split["micro_batch"], split.get("nproc_per_node", 1)
-            if ("grad_accum" in split and batch.keeps(self.global_batch, micro, split["grad_accum"], ranks)
+            over = bool(self.coupled["grad_accum"].over_ranks) if "grad_accum" in split else False
+            if ("grad_accum" in split and batch.keeps(self.global_batch, micro, split["grad_accum"], ranks, over)
                     or "grad_accum" not in split and batch.divides(self.global_batch, micro, ranks)):
                 combos.append({k.name: v for k, v in zip(members, values) if k.tunable})
         default = {k.name: k.default for k in tunable}

@@ -384,7 +384,8 @@ def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
         return _other_thread_count(contract)
     values: dict[str, KnobValue] = {knob.name: choices[0]}
     if accum:
-        values[accum[0].name] = batch.accumulation(per_rank, choices[0])
+        values[accum[0].name] = batch.accumulation(contract.workload.global_batch, choices[0], ranks,
+                                                   bool(accum[0].over_ranks))
     return values
 
 

@@ -50,6 +50,7 @@ from infrarsi.contract import (
 )
 from infrarsi.knobs.catalog import counts_epochs, domain, shape_of
 from infrarsi.knobs.command_values import apply_command
+from infrarsi.knobs.dataflow import build_graph, knob_sources
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
 from infrarsi.knobs.discover import Discovery, RawKnob, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
@@ -57,6 +58,7 @@ from infrarsi.knobs.frameworks import framework_settings, with_settings
 from infrarsi.knobs.literals import literal_settings
 from infrarsi.knobs.llm_roles import Claim, classify_unknown, knob_uses, save_claims
 from infrarsi.knobs.loop import find_loop
+from infrarsi.knobs.pair import PairFlow, pair_flow
 from infrarsi.knobs.roles import Role, assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs
@@ -109,6 +111,9 @@ class InitResult:
     claims: list[dict[str, str]] = field(default_factory=list)
     """With an Anthropic key: the model's roles for unknown knobs (name, role, evidence, status, why);
     they stay locked in the contract until a measurement confirms them."""
+    pair: PairFlow | None = None
+    """The script's micro-batch and accumulation, tuned as one dimension that holds the global batch,
+    and the data flow that shows it (``infrarsi.knobs.pair``); None when it has no such pair."""
 
     @property
     def ok(self) -> bool:
@@ -255,7 +260,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         set_by = values.set_by
     known = {**{s.name: Role(s.rule, "framework schema") for s in settings},
              **{s.knob.name: Role(s.rule, f"written in code at {s.knob.source}") for s in in_code}}
-    knobs, workload_facts = _knobs(found, ep, warnings, user, readers, known)
+    knobs, workload_facts = _knobs(found, ep, warnings, user, readers, known, repo)
     knobs, fit = _fit_device(repo, ep, knobs, set_by)
     warnings.extend(fit.notes)
     workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings, user, fit)
@@ -312,6 +317,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
         loop_why=loop.why,
         notes=list(fit.notes),
         claims=[asdict(c) for c in claims],
+        pair=workload_facts.pair,
     )
 
 
@@ -367,11 +373,15 @@ class _Facts:
     seed: int | None = None
     steps: RawKnob | None = None
     epochs: RawKnob | None = None
+    pair: PairFlow | None = None
+    """The micro-batch and accumulation coupled as one dimension, with the data flow that shows it."""
 
 
 def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
-           readers: list[ParsedFile] = (), known: dict[str, Role] | None = None) -> tuple[list[Knob], _Facts]:
-    assigned = assign_roles(list(readers), found.knobs, found.style, known=known)
+           readers: list[ParsedFile] = (), known: dict[str, Role] | None = None,
+           repo: Path = Path(".")) -> tuple[list[Knob], _Facts]:
+    graph = build_graph(list(readers))
+    assigned = assign_roles(list(readers), found.knobs, found.style, graph=graph, known=known)
     rules = {name: role.rule for name, role in assigned.items()}
     roles = {name: rule.role for name, rule in rules.items()}
     facts = _Facts()
@@ -397,8 +407,11 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
     accum = [k for k in found.knobs if roles[k.name] == "grad_accum" and isinstance(k.default, int)]
     if not facts.global_batch_knob:
         if micro and accum:
-            # nanoGPT: the global batch is micro-batch x accumulation (one process); the search keeps the product.
-            facts.global_batch = batch.global_batch(micro[0].default, accum[0].default)
+            # nanoGPT: the global batch is micro-batch x accumulation (x the processes, unless the script
+            # divides its count by them); the search keeps the product.
+            ranks = _command_nproc(user) if ep.launcher == "torchrun" else 1
+            over = bool(assigned[accum[0].name].over_ranks)
+            facts.global_batch = batch.global_batch(micro[0].default, accum[0].default, 1 if over else ranks)
         elif micro:
             # A micro-batch with nothing to accumulate over is the global batch: it defines the workload.
             roles[micro[0].name] = "workload"
@@ -431,10 +444,17 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
             Knob(
                 name=k.name, role=role, type=k.type, default=k.default, flag=k.flag, flag_style=k.flag_style,
                 domain=values if tunable else [], tunable=tunable, help=k.help, source=k.source,
+                over_ranks=True if role == "grad_accum" and assigned[k.name].over_ranks else None,
             )
         )
     if ep.launcher == "torchrun":
         knobs.append(_nproc_knob(facts.global_batch, _command_nproc(user)))
+    entry = readers[0].rel if readers else ep.path
+    sources = {k.name: knob_sources(k.name, found.style, entry, k.receiver) for k in found.knobs}
+    accum_role = next((assigned[k.name] for k in found.knobs if roles[k.name] == "grad_accum"), None)
+    facts.pair = pair_flow(repo, graph, knobs, sources, facts.global_batch,
+                           accum_role.over_ranks if accum_role else "",
+                           _command_nproc(user) if ep.launcher == "torchrun" else 1)
     knobs += launcher_knobs(knobs, has_cuda=gpus > 0, cpu_count=cpu_count, auto_threads=auto,
                             launcher=ep.launcher)
     return knobs, facts
