@@ -307,7 +307,7 @@ class VerifyPolicy:
     short and long."""
 
     candidates: int = 2
-    least_rounds: int = 3
+    least_rounds: int = 2
     most_rounds: int = 6
 
     def __post_init__(self) -> None:

@@ -12,7 +12,11 @@ Three rules live here, each the single place it is decided:
   rounds instead; its interval must clear :data:`PROMOTION_FLOOR`.
 - **Speedup confidence interval** (:func:`speedup_interval`). Welch's t interval on the difference
   of mean log-times, exponentiated: the speedup is a ratio, logs make it a difference, and t (not
-  z, not a bootstrap) stays honest with the 2–5 samples verification can afford.
+  z, not a bootstrap) stays honest with the 2–5 samples verification can afford. Verification,
+  which measures several arms on one machine in the same rounds, pools their spread
+  (:func:`pooled_speedup_interval`): one variance from every arm's rounds gives t the degrees of
+  freedom two or three rounds of one arm cannot, and a candidate noisier than the pool is judged
+  by Welch's interval on its own spread instead.
 - **Loss tolerance** (:func:`loss_tolerance`). Same-seed reruns of the baseline show the run-to-run
   numerical spread (zero on a CPU, where they are bitwise identical; non-zero on GPUs with
   non-deterministic kernels). A rerun that only reorders float sums (another micro-batch split of
@@ -153,21 +157,55 @@ def speedup_interval(
     if se == 0:
         return SpeedupInterval(point, point, point)
     df = (vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))
-    half = _t_quantile(0.5 + confidence / 2, df) * se
+    half = t_quantile(0.5 + confidence / 2, df) * se
     return SpeedupInterval(point, math.exp(diff - half), math.exp(diff + half))
 
 
-def futile(interval: SpeedupInterval, rounds: int, most: int, confidence: float, floor: float) -> bool:
+NOISIER_LEVEL = 0.95
+"""A candidate whose own spread exceeds the pool's beyond this F-test level is not given the pool's
+precision (:func:`pooled_speedup_interval`)."""
+
+
+def pooled_speedup_interval(base_times: list[float], cand_times: list[float], confidence: float = 0.95,
+                            others: tuple[list[float], ...] = ()) -> SpeedupInterval:
+    """Speedup of the candidate over the baseline, its log-time variance pooled over the baseline,
+    the candidate and ``others`` (every other arm measured in the same rounds, each about its own
+    mean: one-way analysis of variance's error term, with t at the pool's degrees of freedom).
+
+    The pool assumes the arms share one spread, which interleaved runs of one job on one machine
+    mostly do; a candidate whose own variance is larger than the rest's beyond an F test at
+    ``NOISIER_LEVEL`` gets Welch's interval on its own spread (:func:`speedup_interval`), so a
+    noisy candidate never borrows the baseline's precision."""
+    welch = speedup_interval(base_times, cand_times, confidence)
+    groups = [[math.log(x) for x in g] for g in (base_times, cand_times, *others) if len(g) >= 2]
+    df = sum(len(g) - 1 for g in groups)
+    ss = sum((x - statistics.fmean(g)) ** 2 for g in groups for x in g)
+    rest_df = df - (len(cand_times) - 1)
+    if ss == 0 or rest_df < 1:
+        return welch
+    cand_var = statistics.variance([math.log(x) for x in cand_times])
+    rest_var = (ss - cand_var * (len(cand_times) - 1)) / rest_df
+    if rest_var <= 0 or cand_var / rest_var > _f_quantile(NOISIER_LEVEL, len(cand_times) - 1, rest_df):
+        return welch
+    se = math.sqrt(ss / df * (1 / len(base_times) + 1 / len(cand_times)))
+    half = t_quantile(0.5 + confidence / 2, df) * se
+    diff = math.log(welch.point)
+    return SpeedupInterval(welch.point, math.exp(diff - half), math.exp(diff + half))
+
+
+def futile(interval: SpeedupInterval, rounds: int, most: int, confidence: float, floor: float,
+           final_confidence: float | None = None) -> bool:
     """Whether ``most`` measured rounds could not clear ``floor`` even if the point estimate after
-    ``rounds`` held: the interval is projected to ``most`` rounds, its half-width (on log-times) shrinking with
-    the square root of the samples and with t's quantile. Both are estimated generously (t at the
+    ``rounds`` held: the interval (at ``confidence``) is projected to ``most`` rounds (judged at
+    ``final_confidence``, by default the same), its half-width (on log-times) shrinking with the
+    square root of the samples and with t's quantile. Both are estimated generously (t at the
     fewest degrees of freedom now, the most later), so a candidate still in reach is never dropped;
     stopping for futility only ever withholds a promotion, so the interval's confidence holds."""
     if rounds >= most or interval.point <= floor:
         return True
     half = math.log(interval.point) - math.log(interval.low)
-    q = 0.5 + confidence / 2
-    shrink = math.sqrt(rounds / most) * _t_quantile(q, 2 * most - 2) / _t_quantile(q, max(1, rounds - 1))
+    now, last = 0.5 + confidence / 2, 0.5 + (final_confidence or confidence) / 2
+    shrink = math.sqrt(rounds / most) * t_quantile(last, 2 * most - 2) / t_quantile(now, max(1, rounds - 1))
     return interval.point * math.exp(-half * shrink) <= floor
 
 
@@ -237,7 +275,13 @@ def loss_tolerance(
     )
 
 
-def _t_quantile(q: float, df: float) -> float:
+def _f_quantile(q: float, dfn: float, dfd: float) -> float:
+    from scipy import stats
+
+    return float(stats.f.ppf(q, dfn, dfd))
+
+
+def t_quantile(q: float, df: float) -> float:
     """Student's t quantile. scipy is imported here: a second of import that reading a record
     (doctor.json's noise) never needs."""
     from scipy import stats

@@ -46,13 +46,14 @@ confidence, and that is the "95% CI" the report prints.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from infrarsi.contract import VerifyPolicy, Workload
-from infrarsi.noise import SpeedupInterval, futile, speedup_interval
+from infrarsi.noise import SpeedupInterval, futile, pooled_speedup_interval, t_quantile
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
@@ -121,6 +122,18 @@ class Lengths:
             return cls(short=steps[0], long=steps[1], planned=workload.planned_steps)
         return cls.of(workload)
 
+    def round_cv(self, *, step_s: float, startup_s: float, process_sd_s: float | None) -> float:
+        """The relative spread of one round's projected job time (``whole_process``), from the
+        baseline's step, its start-up and the spread of a whole process's time (believed no smaller
+        than ``MIN_PROCESS_CV`` of each run's time): the job is the short run plus the rest of the
+        planned steps at the pace of the difference, so both runs' spreads enter, the long one's
+        multiplied by the planned steps over the steps between the two lengths."""
+        k = (self.planned - self.short) / (self.long - self.short)
+        spreads = [max(process_sd_s or 0.0, MIN_PROCESS_CV * (startup_s + n * step_s), MIN_PROCESS_SD_S)
+                   for n in (self.short, self.long)]
+        job_s = startup_s + self.planned * step_s
+        return math.hypot((1 - k) * spreads[0], k * spreads[1]) / job_s
+
 
 @dataclass(frozen=True, slots=True)
 class WholeProcess:
@@ -165,6 +178,14 @@ class Pair:
     short: TrialResult
     long: TrialResult
 
+    @classmethod
+    def recorded(cls, runs: list[dict]) -> tuple[Pair, ...]:
+        """Doctor's baseline pair (``DoctorReport.reference_pair``: the short run, then the long
+        one) as a round; none when doctor recorded none."""
+        if len(runs) != 2:
+            return ()
+        return (cls(short=TrialResult.from_dict(runs[0]), long=TrialResult.from_dict(runs[1])),)
+
     @property
     def runs(self) -> tuple[TrialResult, TrialResult]:
         return self.short, self.long
@@ -175,6 +196,13 @@ class Pair:
 
 
 _DEFAULT = VerifyPolicy()
+SPENDING_POWER = 2.0
+"""The error an interval may spend by look k of K is ``alpha * (k / K) ** SPENDING_POWER`` (Kim and
+DeMets' power family; 1 spends it evenly, as Bonferroni over looks did): an early look, which only
+a large gain clears, spends little, and the last keeps most of it for the gains near the floor."""
+TARGET_GAIN = 1.10
+"""The gain verification is sized to certify: rounds are added (up to the contract's most) until a
+candidate this much faster would be expected to clear the floor at the last look."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +218,26 @@ class Rounds:
         """The rounds the contract's ``[verify]`` table asks for."""
         return cls(least=policy.least_rounds, most=policy.most_rounds)
 
+    @classmethod
+    def sized(cls, policy: VerifyPolicy, round_cv: float | None, floor: float, arms: int = 1,
+              reference: int = 0) -> Rounds:
+        """As few rounds as certify a ``TARGET_GAIN`` at the last look, from ``round_cv`` (the
+        relative spread of one round's projected job time doctor expects: ``Lengths.round_cv``):
+        from the contract's ``least_rounds``, at most its ``most_rounds`` (those when unknown).
+        ``arms``: the candidates verified together; ``reference``: baseline rounds already measured
+        (doctor's pair)."""
+        if not round_cv:
+            return cls.of(policy)
+        gain = math.log(TARGET_GAIN) - math.log(floor)
+        for most in range(policy.least_rounds, policy.most_rounds + 1):
+            rounds = cls(least=policy.least_rounds, most=most)
+            level = rounds.level(rounds.looks, arms)
+            df = (most + reference - 1) + arms * (most - 1)
+            half = t_quantile(0.5 + level / 2, df) * round_cv * math.sqrt(1 / (most + reference) + 1 / most)
+            if half <= gain:
+                return rounds
+        return cls.of(policy)
+
     def __post_init__(self) -> None:
         if not 2 <= self.least <= self.most:
             raise ValueError(f"rounds need 2 <= least <= most, got least={self.least}, most={self.most}")
@@ -199,10 +247,23 @@ class Rounds:
         """How many times the intervals may be looked at, the last round included."""
         return self.most - self.least + 1
 
-    @property
-    def per_look(self) -> float:
-        """One interval's level when a single candidate is looked at after every round."""
-        return per_look(self.confidence, self.looks)
+    def look(self, done: int) -> int:
+        """Which look (1 to ``looks``) judging after ``done`` rounds is."""
+        return min(max(done - self.least + 1, 1), self.looks)
+
+    def level(self, look: int, arms: int = 1) -> float:
+        """One interval's confidence at ``look`` (1-based) of ``arms`` candidates judged together:
+        the error spent by that look (``SPENDING_POWER``) shared evenly by the candidates. Over all
+        looks and candidates the errors add up to at most 1 - ``confidence`` (the union bound), so
+        every interval holds together with the stated confidence whatever the looks' dependence."""
+        spent = (look / self.looks) ** SPENDING_POWER - ((look - 1) / self.looks) ** SPENDING_POWER
+        return 1 - (1 - self.confidence) * spent / max(1, arms)
+
+    def label(self, arms: int = 1) -> str:
+        """How a report names the intervals' confidence."""
+        spread = f"error spent over {self.looks} looks" if self.looks > 1 else ""
+        shared = f"{arms} candidates" if arms > 1 else ""
+        return f"{self.confidence:.0%} CI" + (f" ({', '.join(w for w in (spread, shared) if w)})" if spread or shared else "")
 
     def run(self, run_round: Callable[[int], None], decided: Callable[[int], bool]) -> int:
         """Run rounds until ``decided(rounds_done)`` or ``most``; how many rounds ran."""
@@ -221,24 +282,29 @@ def ahead_of_baseline(ranked: list[Candidate], baseline: Candidate, k: int) -> l
     return ahead[:k]
 
 
-def per_look(confidence: float, looks: int) -> float:
-    """Bonferroni: each of ``looks`` intervals gets an equal share of the error."""
-    return 1 - (1 - confidence) / looks
+ORDER = random.SystemRandom()
+"""Each round's runs in an order no job can predict: a run that leaves the machine worse for the
+next process (page cache evicted, /dev/shm filled, a leftover thread) slows whichever arm follows,
+as often the candidate itself as the baseline."""
 
 
-def run_pairs(arms: list[Arm], run_one: Callable[[Arm, int, int], TrialResult], r: int, lengths: Lengths) -> list[Pair]:
-    """One round: every arm at the long length, then every arm at the short one."""
-    long = [run_one(arm, r, lengths.long) for arm in arms]
-    short = [run_one(arm, r, lengths.short) for arm in arms]
-    return [Pair(short=s, long=lo) for s, lo in zip(short, long)]
+def run_pairs(arms: list[Arm], run_one: Callable[[Arm, int, int], TrialResult], r: int, lengths: Lengths,
+              order: random.Random = ORDER) -> list[Pair]:
+    """One round: every arm at both lengths, the runs shuffled by ``order``."""
+    runs = [(i, steps) for i in range(len(arms)) for steps in (lengths.long, lengths.short)]
+    order.shuffle(runs)
+    done = {(i, steps): run_one(arms[i], r, steps) for i, steps in runs}
+    return [Pair(short=done[(i, lengths.short)], long=done[(i, lengths.long)]) for i in range(len(arms))]
 
 
 def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne, *, rounds: Rounds,
                lengths: Lengths, floor: float, compare_steps: int,
                declared_startup: DeclaredStartup = lambda _: 0.0,
-               untrusted: Untrusted = lambda _: False) -> tuple[list[Verdict], list[Pair]]:
-    """Rerun baseline and candidates round-robin until each candidate is decided; verdicts and the
-    baseline's pairs.
+               untrusted: Untrusted = lambda _: False, reference: tuple[Pair, ...] = (),
+               order: random.Random = ORDER) -> tuple[list[Verdict], list[Pair]]:
+    """Rerun baseline and candidates in rounds until each candidate is decided; verdicts and the
+    baseline's pairs (``reference`` first: the baseline's pair doctor already measured at these
+    lengths, which counts as a baseline round and is never run again).
 
     A candidate leaves the rotation once it is promoted, has failed a rerun, breached the contract,
     cannot clear the floor (its upper bound is below it, or the rest of the rounds could not lift
@@ -246,15 +312,14 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
     promoted. A candidate as fast as the baseline then costs ``least`` rounds, not ``most``.
     """
     arms = list({c.key(): c for c in candidates if c.key() != baseline.key()}.values())
-    base_pairs: list[Pair] = []
+    base_pairs: list[Pair] = list(reference)
     pairs: dict[str, list[Pair]] = {c.key(): [] for c in arms}
     verdicts: dict[str, Verdict] = {}
     active = list(arms)
-    looks = rounds.looks * len(arms)
-    level = per_look(rounds.confidence, looks)
+    last_level = rounds.level(rounds.looks, len(arms))
 
     def run_round(r: int) -> None:
-        base, *rest = run_pairs([baseline, *active], run_one, r, lengths)
+        base, *rest = run_pairs([baseline, *active], run_one, r, lengths, order)
         base_pairs.append(base)
         for arm, pair in zip(active, rest):
             pairs[arm.key()].append(pair)
@@ -262,16 +327,18 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
     def decided(done: int) -> bool:
         # Before `least` rounds only a failed rerun settles a candidate; speed is judged after.
         judged = active if done >= rounds.least else [a for a in active if any(map(_failed, pairs[a.key()][-1].runs))]
+        level = rounds.level(rounds.look(done), len(arms))
         for arm in judged:
+            others = tuple(pairs[a.key()] for a in arms if a.key() != arm.key())
             verdicts[arm.key()] = judge(arm, base_pairs, pairs[arm.key()], lengths=lengths, floor=floor,
-                                        compare_steps=compare_steps, confidence=rounds.confidence,
-                                        looks=looks, declared_startup_s=declared_startup(arm),
+                                        compare_steps=compare_steps, level=level, label=rounds.label(len(arms)),
+                                        others=others, declared_startup_s=declared_startup(arm),
                                         untrusted=untrusted(arm))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
         best = best_promoted(list(verdicts.values()))
-        active[:] = [a for a in active if _undecided(verdicts[a.key()], floor, best, done, rounds.most, level)]
+        active[:] = [a for a in active if _undecided(verdicts[a.key()], floor, best, done, rounds.most, level, last_level)]
         return not active
 
     rounds.run(run_round, decided)
@@ -284,21 +351,23 @@ def _failed(run: TrialResult) -> bool:
     return not run.ok and run.status is not TrialStatus.DISTURBED
 
 
-def _undecided(verdict: Verdict, floor: float, best: Verdict | None, done: int, most: int, level: float) -> bool:
+def _undecided(verdict: Verdict, floor: float, best: Verdict | None, done: int, most: int, level: float,
+               last_level: float) -> bool:
     if (verdict.promoted or verdict.contract or any(s not in ("ok", "disturbed") for s in verdict.statuses)
             or verdict.job_speedup is None):
         return False
     job = SpeedupInterval(*verdict.job_speedup)
     measured = min(len(verdict.base_job_s), len(verdict.cand_job_s))  # a disturbed round measured nothing
-    if job.high <= floor or futile(job, measured, measured + most - done, level, floor):
+    if job.high <= floor or futile(job, measured, measured + most - done, level, floor, last_level):
         return False
     return best is None or best.job_speedup is None or job.point > best.job_speedup[0]
 
 
-def _interval(base: list[float], cand: list[float], confidence: float) -> SpeedupInterval | None:
+def _interval(base: list[float], cand: list[float], confidence: float,
+              others: tuple[list[float], ...] = ()) -> SpeedupInterval | None:
     if len(base) < 2 or len(cand) < 2:
         return None
-    return speedup_interval(base, cand, confidence)
+    return pooled_speedup_interval(base, cand, confidence, others)
 
 
 def _measured(pairs: list[Pair], lengths: Lengths, startup_s: float | None = None) -> list[tuple[Pair, WholeProcess]]:
@@ -335,18 +404,19 @@ def judge(
     lengths: Lengths,
     floor: float,
     compare_steps: int,
-    confidence: float = 0.95,
-    looks: int = 1,
+    level: float = 0.95,
+    label: str = "95% CI",
+    others: tuple[list[Pair], ...] = (),
     declared_startup_s: float | None = 0.0,
     untrusted: bool = False,
 ) -> Verdict:
     """Promote or not, and say why, from the interleaved reruns of one candidate.
 
-    A caller that may look ``looks`` times (rounds × candidates) gives each interval a Bonferroni
-    share of the error, so the stated ``confidence`` holds over all its looks together.
+    ``level``: this interval's confidence, the share of the error its caller gives this look
+    (``Rounds.level``), named ``label`` in the reason. ``others``: the other candidates' pairs of
+    the same rounds, whose spread is pooled with this one's and the baseline's
+    (``noise.pooled_speedup_interval``).
     """
-    level = per_look(confidence, looks)
-    label = f"{confidence:.0%} CI" + (f" (Bonferroni over {looks} looks)" if looks > 1 else "")
     cand_runs = [run for pair in cand_pairs for run in pair.runs]
     verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=[r.status.value for r in cand_runs])
     failed = [r for r in cand_runs if _failed(r)]
@@ -379,8 +449,9 @@ def judge(
     if moved:
         verdict.reason = moved
         return verdict
-    job = _interval(verdict.base_job_s, verdict.cand_job_s, level)
-    step = _interval(verdict.base_step_s, verdict.cand_step_s, level)
+    pooled = [_measured(p, lengths) for p in others]
+    job = _interval(verdict.base_job_s, verdict.cand_job_s, level, tuple([m.job_s for _, m in o] for o in pooled))
+    step = _interval(verdict.base_step_s, verdict.cand_step_s, level, tuple([m.step_s for _, m in o] for o in pooled))
     records = _interval(verdict.base_record_step_s, verdict.cand_record_step_s, level)
     verdict.job_speedup = _triple(job)
     verdict.step_speedup = _triple(step)

@@ -30,8 +30,16 @@ def _command(command: str, width: int) -> list[str]:
 
 
 def _side(side: Side) -> str:
-    mfu = f", MFU {formatting.percent(side.mfu)}" if side.mfu is not None else ""
+    of = f" of the {side.mfu_dtype} peak" if side.mfu_dtype else ""
+    mfu = f", MFU {formatting.percent(side.mfu)}{of}" if side.mfu is not None else ""
     return f"{formatting.seconds(side.step_s)} a step, peak {formatting.memory(side.peak_bytes)}{mfu}"
+
+
+def _cost(r: Report) -> str:
+    search, doctor, verification = (r.cost((stage,)) for stage in ("search", "doctor", "verification"))
+    return (f"Cost: search {search.launches} launches, {clock(search.wall_s)}; proof {doctor.launches + verification.launches} "
+            f"launches, {clock(doctor.wall_s + verification.wall_s)} (doctor {doctor.launches}, "
+            f"{clock(doctor.wall_s)}; verification {verification.launches}, {clock(verification.wall_s)}).")
 
 
 def _trials(r: Report) -> str:
@@ -98,6 +106,8 @@ def lines(result, width: int, repo: str) -> list[str]:
         out += _wrap(f"MFU of the machine's peak ({report.machine_peak}), beside the job's own: {', '.join(shown)}",
                      width)
     out += _wrap(_trials(report), width)
+    if report.costs:
+        out += _wrap(_cost(report), width)
     disturbance = result.run.disturbance if result.run is not None else {}
     if disturbance.get("trials") or disturbance.get("waited_s") or (disturbance.get("background") or {}).get("busy"):
         for line in disturbance_words(disturbance, list_reruns=False):  # a quiet run says nothing here; the report says it was quiet

@@ -25,7 +25,7 @@ from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import DoctorReport
 from infrarsi.runner.interference import idle_load, job_cores, measured_background
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.whole_process import Lengths
+from infrarsi.whole_process import Lengths, Pair
 
 RERUN_OF_ATTR = "rerun_of"
 """The study trial's user attribute holding the number of the disturbed trial it reruns."""
@@ -75,6 +75,12 @@ class TrialSession:
         self.lengths = (Lengths.recorded(contract.workload, doctor.verification_steps) if doctor
                         else Lengths.of(contract.workload))
         """Verification's two lengths: doctor's (``DoctorReport.verification_steps``)."""
+        self.reference: tuple[Pair, ...] = Pair.recorded(doctor.reference_pair) if doctor else ()
+        """Doctor's baseline pair at these lengths: verification's first baseline round."""
+        self.round_cv = doctor.round_cv if doctor else None
+        """The spread doctor expects of one verification round's job time (``Rounds.sized``)."""
+        self.startup_limit_s = doctor.startup_limit_s if doctor else None
+        """Doctor's longest plausible start-up: verification's runs are held to it (``_args``)."""
         self.renormalized: list[dict] = []
         """Each time the machine's normal was measured again (``_renormalize``)."""
 
@@ -125,7 +131,8 @@ class TrialSession:
         def before_last(stayed: Attempt) -> None:
             self._renormalize(stayed.number)
 
-        ran = self.runner.run(self._args(self.store.candidate_of(first), abort_step_time, steps),
+        ran = self.runner.run(self._args(self.store.candidate_of(first), abort_step_time, steps,
+                                         hold_startup=kind == "verification"),
                               record=record, before_last=before_last)
         if kind in BUDGETED:
             self.started += 1
@@ -178,16 +185,20 @@ class TrialSession:
         self.on_event(Event("run", "log", f"the machine's normal is now {background.normal_cores:.2f} cores of "
                                           f"other processes (a trial above {background.limit_cores:.2f} is disturbed)"))
 
-    def _args(self, candidate: Candidate, abort_step_time: float | None = None, steps: int | None = None) -> TrialArgs:
-        """A trial of ``candidate`` as the study stored it, held to the baseline's measurement."""
+    def _args(self, candidate: Candidate, abort_step_time: float | None = None, steps: int | None = None,
+              hold_startup: bool = False) -> TrialArgs:
+        """A trial of ``candidate`` as the study stored it, held to the baseline's measurement;
+        ``hold_startup``: to doctor's start-up too, unless the candidate declares a one-off cost."""
+        declared = declared_startup(self.contract, candidate)
         return TrialArgs(
             candidate=candidate,
             steps=steps,
             abort_step_time=abort_step_time,
             baseline_steps=tuple(self.baseline_steps),
-            one_off_warmup=declared_startup(self.contract, candidate) is None,
+            one_off_warmup=declared is None,
             timeout_s=self.timeout_s,
             numerics_by_design=numerics_by_design(candidate),
+            startup_limit_s=self.startup_limit_s if hold_startup and declared == 0.0 else None,
         )
 
     def _recorded(self, trial: optuna.Trial, kind: str, reason: str, disturbed: Attempt | None,

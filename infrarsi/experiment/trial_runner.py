@@ -40,6 +40,8 @@ class TrialArgs:
     baseline_steps: tuple[float, ...] = ()
     one_off_warmup: bool = False
     numerics_by_design: bool = False
+    startup_limit_s: float | None = None
+    """A longer start-up is a disturbance (``TrialSpec.startup_limit_s``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,5 +163,6 @@ class TrialRunner:
             reference_checksums=self.reference_checksums,
             reassociation_drift=self.reassociation_drift,
             background=self.background,
+            startup_limit_s=args.startup_limit_s,
             on_event=self.on_event if self.show_trials else ignore,
         )

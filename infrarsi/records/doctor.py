@@ -89,6 +89,11 @@ class Efficiency:
     """One device of the machine at its best (``hardware.machine_peak``: a CPU's every core in its
     fastest dtype, a GPU's fastest dtype; every GPU of the machine counts, ``HardwareFingerprint.gpu_count``);
     None in a doctor.json older than it."""
+    peaks: list[PeakFlops] = field(default_factory=list)
+    """The job's peak (its threads, one device) in each precision a candidate's matmuls may run in
+    (``hardware.precision_peaks``: a CPU's measured for every dtype it has units for, a GPU's from its
+    datasheet), ``peak`` among them: a bf16 candidate's MFU is read against the bf16 one. Empty in a
+    doctor.json older than it."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -151,11 +156,22 @@ class DoctorReport:
     """Where the time goes, in sentences, largest first."""
     warnings: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    launches: int = 0
+    """Whole processes doctor launched (its reruns of disturbed ones included)."""
     sandbox: str = ""
     """How the baseline ran: bubblewrap, or off (--no-sandbox)."""
     background: Background | None = None
     """The machine's normal background: other processes' use of the job's cores before and while
     the baseline ran; a trial disturbed beyond it is rerun (None: a doctor.json older than it)."""
+    reference_pair: list[dict] = field(default_factory=list)
+    """The baseline's runs at verification's short and long lengths (``TrialResult.to_dict``): the
+    first baseline round of every verification, never run again (empty: none measured)."""
+    round_cv: float | None = None
+    """The relative spread of one verification round's job time these runs lead to expect
+    (``Lengths.round_cv``): how many rounds verification plans (``Rounds.sized``)."""
+    startup_limit_s: float | None = None
+    """The longest start-up a verification run of a candidate that declares none may have before
+    it is judged disturbed (``accounting.startup_limit``): an earlier run left the machine slower."""
     claims: list[dict[str, str]] = field(default_factory=list)
     """The model's role claims about knobs the rules left unknown, as doctor's trials judged them
     (``knobs.llm_roles.Claim`` as a dict; stages/claims.py)."""
@@ -179,6 +195,7 @@ class DoctorReport:
         eff = dict(data["efficiency"])
         eff["peak"] = PeakFlops.from_dict(eff["peak"]) if eff.get("peak") else None
         eff["machine_peak"] = PeakFlops.from_dict(eff["machine_peak"]) if eff.get("machine_peak") else None
+        eff["peaks"] = [PeakFlops.from_dict(p) for p in eff.get("peaks", [])]
         phases = {k: v for k, v in data["phases"].items() if k != "shares"}
         memory = {k: v for k, v in data["memory"].items() if k != "fraction"}
         return cls(
@@ -200,8 +217,12 @@ class DoctorReport:
             findings=list(data.get("findings", [])),
             warnings=list(data.get("warnings", [])),
             wall_s=float(data.get("wall_s", 0.0)),
+            launches=int(data.get("launches", 0)),
             sandbox=str(data.get("sandbox", "")),
             background=Background.from_dict(data["background"]) if data.get("background") else None,
+            reference_pair=[dict(r) for r in data.get("reference_pair", [])],
+            round_cv=data.get("round_cv"),
+            startup_limit_s=data.get("startup_limit_s"),
             claims=[dict(c) for c in data.get("claims", [])],
             schema_version=data["schema_version"],
         )

@@ -8,11 +8,14 @@ re-verification, the budget, then the noise floor.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass
+from typing import cast
 
 from infrarsi.contract import Contract
+from infrarsi.noise import t_quantile
 from infrarsi.records import RunResult, Verdict
 from infrarsi.records.run import RunStatus
 from infrarsi.report.setting import describe
@@ -72,8 +75,41 @@ def _unread_knobs(contract: Contract) -> list[str]:
     return [k.name for k in contract.knobs if k.role == "unknown"]
 
 
+NOISIER = 1.5
+"""Rounds whose spread exceeds what doctor expected by this much were measured on a busier machine."""
+MOST_ROUNDS_WORTH = 12
+"""Beyond this many rounds, longer runs are the cheaper way to a narrower interval."""
+
+
+def undecided(verdict: Verdict, floor: float, expected_cv: float | None, rerun: str) -> tuple[str, str]:
+    """Why an interval that straddles the floor stayed undecided, and what would decide it, from
+    what its rounds measured: their spread against what doctor expected (a busier machine), or the
+    rounds this spread needs for this gain (more rounds, or longer runs when that is many)."""
+    point, low, _ = cast(tuple[float, float, float], verdict.job_speedup)
+    logs = [[math.log(x) for x in xs] for xs in (verdict.base_job_s, verdict.cand_job_s) if len(xs) >= 2]
+    df = sum(len(xs) - 1 for xs in logs)
+    seen = math.sqrt(sum((x - statistics.fmean(xs)) ** 2 for xs in logs for x in xs) / df) if df else 0.0
+    rounds = len(verdict.cand_job_s)
+    said = (f"its interval reaches down to {low:.3f}x over {rounds} rounds whose job times spread {seen:.1%} a "
+            "round")
+    if expected_cv and seen > NOISIER * expected_cv:
+        return (f"{said}, {seen / expected_cv:.1f}x the {expected_cv:.1%} doctor's baseline runs led to expect: the "
+                "machine was busier than when doctor measured it"), f"a quieter machine: `{rerun} --wait-for-quiet`"
+    if point <= floor:
+        return f"{said}, and its point {point:.3f}x is not above the floor: no number of rounds would promote it", \
+            "nothing: it is no faster than the baseline here"
+    gain = math.log(point / floor)
+    needed = next((n for n in range(2, 200) if t_quantile(0.995, 2 * n - 2) * seen * math.sqrt(2 / n) < gain), None)
+    if needed is not None and needed <= MOST_ROUNDS_WORTH:
+        return (f"{said}: a {point:.3f}x gain at this spread needs about {needed} rounds"), \
+            f"more rounds: `most_rounds = {needed}` in the contract's [verify] table, then `{rerun}`"
+    return (f"{said}: a {point:.3f}x gain at this spread needs {needed or 'over 200'} rounds"), \
+        ("longer runs: each round's spread falls with the steps between verification's two lengths "
+         f"(`infrarsi init --measured-steps N` with a larger N, then `infrarsi doctor`), then `{rerun}`")
+
+
 def _reason(run: RunResult, contract: Contract, repo: str, verified: Verdict | None,
-            measured: bool) -> tuple[str, str]:
+            measured: bool, expected_cv: float | None) -> tuple[str, str]:
     """The likely reason and the next step, the first that fits."""
     rerun = f"infrarsi run {repo}"
     statuses = Counter(r.status for r in run.trials)
@@ -108,9 +144,7 @@ def _reason(run: RunResult, contract: Contract, repo: str, verified: Verdict | N
     if verified is not None:
         low = verified.job_speedup[1]
         if low <= run.promotion_floor and verified.job_speedup[2] > run.promotion_floor:
-            return ((f"the best candidate's interval reaches down to {low:.3f}x: a gain this size is within the "
-                     "noise of its re-verification rounds"),
-                    f"a quieter machine narrows the interval: `{rerun} --wait-for-quiet`")
+            return undecided(verified, run.promotion_floor, expected_cv, rerun)
         return verified.reason, f"its row in `infrarsi report {repo}` (Re-verified candidates)"
     if run.search_ended.startswith(("the budget", "the time budget")):
         return ((f"{run.search_ended} ended the search after {len(search)} search trials, before its model ran "
@@ -121,12 +155,13 @@ def _reason(run: RunResult, contract: Contract, repo: str, verified: Verdict | N
             "a quieter machine lowers the floor (`infrarsi doctor` measures it again)" + claim)
 
 
-def explain(run: RunResult, contract: Contract, repo: str) -> NoPromotion:
-    """Why ``run`` promoted nothing (call it only for a run without a promoted candidate)."""
+def explain(run: RunResult, contract: Contract, repo: str, expected_cv: float | None = None) -> NoPromotion:
+    """Why ``run`` promoted nothing (call it only for a run without a promoted candidate);
+    ``expected_cv``: the spread of a verification round doctor expected (``DoctorReport.round_cv``)."""
     verified = _best_verified(run, contract)
     best = verified[1] if verified else _best_searched(run, contract)
     kinds = _counts([r.kind for r in run.trials])
-    reason, next_step = _reason(run, contract, repo, verified[0] if verified else None, best is not None)
+    reason, next_step = _reason(run, contract, repo, verified[0] if verified else None, best is not None, expected_cv)
     return NoPromotion(
         best=best or "Best measured: none; no candidate other than the baseline ended ok",
         trials=(f"Trials: {len(run.trials)} ({kinds}): {_counts([r.status for r in run.trials])}" if run.trials

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from infrarsi.report import formatting
-from infrarsi.report.model import INTERRUPTED, Audit, Report, Side
+from infrarsi.report.model import INTERRUPTED, PROOF, Audit, Report, Side
 
 MISCALIBRATED = "✗ miscalibrated"
 
@@ -29,6 +29,12 @@ def _ratio(new: float | None, old: float | None) -> str:
     return formatting.ratio(new / old) if new and old else "–"
 
 
+def _mfu(side: Side) -> str:
+    """MFU with the precision of the peak it is of: ``20.9% of bf16``."""
+    shown = formatting.percent(side.mfu)
+    return f"{shown} of {side.mfu_dtype}" if side.mfu is not None and side.mfu_dtype else shown
+
+
 def comparison(report: Report) -> Table:
     b, p = report.baseline, report.promoted
     none = Side(step_s=None, tokens_per_s=None, mfu=None, peak_bytes=None, job_s=None, runs=0, source="")
@@ -40,7 +46,7 @@ def comparison(report: Report) -> Table:
         ["step time (median)", formatting.seconds(b.step_s), formatting.seconds(q.step_s),
          f"speedup {formatting.interval(report.step_speedup)}" if report.step_speedup else "–"],
         ["tokens/s", formatting.rate(b.tokens_per_s), formatting.rate(q.tokens_per_s), _ratio(q.tokens_per_s, b.tokens_per_s)],
-        ["MFU", formatting.percent(b.mfu), formatting.percent(q.mfu), _ratio(q.mfu, b.mfu)],
+        ["MFU", _mfu(b), _mfu(q), _ratio(q.mfu, b.mfu)],
         ["peak memory", formatting.memory(b.peak_bytes), formatting.memory(q.peak_bytes), peak_change],
         [f"job ({report.planned_steps} steps + start-up)", formatting.seconds(b.job_s), formatting.seconds(q.job_s),
          f"speedup {formatting.interval(report.job_speedup)}" if report.job_speedup else "–"],
@@ -69,6 +75,19 @@ def statuses(report: Report) -> Table:
                     else "")
                  + (f" The search ended after {searched} search trials: {report.search_ended}." if report.search_ended
                     else ""))
+
+
+def costs(report: Report) -> Table:
+    rows = [[c.stage, str(c.launches), f"{c.wall_s:.1f}"] for c in report.costs]
+    if not rows:
+        return Table("What the answer cost", [], [])
+    search, proof = report.cost(("search",)), report.cost(PROOF)
+    rows.append(["proof (doctor + verification)", str(proof.launches), f"{proof.wall_s:.1f}"])
+    ratio = f"{proof.wall_s / search.wall_s:.2f}x" if search.wall_s else "–"
+    return Table("What the answer cost", ["stage", "launches", "wall s"], rows,
+                 f"Whole processes launched and their wall time. Proving the answer took {ratio} the search's "
+                 "time: doctor's baseline runs are verification's first baseline round, and verification "
+                 "stops as soon as its intervals decide.")
 
 
 def trials(report: Report) -> Table:
@@ -139,6 +158,6 @@ def patch_checks(report: Report) -> Table:
 
 def all_tables(report: Report) -> list[Table]:
     """In the order the documents show them; empty tables are left out."""
-    tables = [comparison(report), verdicts(report), statuses(report), prices(report), priors(report),
+    tables = [comparison(report), verdicts(report), costs(report), statuses(report), prices(report), priors(report),
               bank(report), patch_checks(report), trials(report)]
     return [t for t in tables if t.rows]

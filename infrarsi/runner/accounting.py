@@ -64,11 +64,27 @@ def startup_problem(base: list[float], cand: list[float], *, declared_s: float |
     if declared_s is None or not base or not cand:
         return None
     b, c = statistics.median(base), statistics.median(cand)
-    allowed = declared_s + max(STARTUP_SLACK_S, STARTUP_SLACK_FRACTION * b, 2 * (max(base) - min(base)))
+    allowed = declared_s + startup_limit(base) - b
     if c - b > allowed:
         return (f"start-up {c:.2f} s against the baseline's {b:.2f} s in the same rounds: {c - b:.2f} s more "
                 f"(allowed {allowed:.2f} s); work done before the first step is not measured as steps")
     return None
+
+
+def startup_limit(base: list[float]) -> float:
+    """The longest start-up the baseline's own runs (at least one) make plausible: their median
+    plus their spread twice over, at least ``STARTUP_SLACK_S`` and ``STARTUP_SLACK_FRACTION`` of it."""
+    b = statistics.median(base)
+    return b + max(STARTUP_SLACK_S, STARTUP_SLACK_FRACTION * b, 2 * (max(base) - min(base)))
+
+
+def startup_jumped(startup_s: float | None, limit_s: float | None) -> str:
+    """Why a run's start-up says an earlier process left the machine slower (empty: it does not):
+    longer than ``limit_s`` (doctor's ``startup_limit``); None for either: not judged."""
+    if limit_s is None or startup_s is None or startup_s <= limit_s:
+        return ""
+    return (f"start-up {startup_s:.2f} s, beyond the {limit_s:.2f} s the baseline's runs in doctor allow: an "
+            "earlier process left the machine slower (page cache, /dev/shm, a leftover process)")
 
 
 PARAMS_FILE_LIMIT = 64 << 30

@@ -131,7 +131,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
                 return True
             if done < rounds.least:
                 return False
-            _judge(result, pairs, lengths, rounds)
+            _judge(result, pairs, lengths, rounds, done)
             if result.status is VerifyStatus.UNDECIDED:
                 return False  # the rounds left may run undisturbed
             if result.status is VerifyStatus.FAILED:
@@ -154,7 +154,7 @@ def _failed(runs: list[TrialResult]) -> list[TrialResult]:
     return [t for t in runs if not t.ok and t.status is not TrialStatus.DISTURBED]
 
 
-def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths, rounds: Rounds) -> None:
+def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths, rounds: Rounds, done: int) -> None:
     quiet_rounds = [r for r, (b, c) in enumerate(zip(pairs["base"], pairs["rev"])) if b.ok and c.ok]
     if len(quiet_rounds) < 2:
         result.status = VerifyStatus.UNDECIDED
@@ -170,12 +170,12 @@ def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths,
     timed = cast(dict[str, list[WholeProcess]], measured)  # none is None (above)
     result.base_job_s = [m.job_s for m in timed["base"]]
     result.rev_job_s = [m.job_s for m in timed["rev"]]
-    interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.per_look)
+    interval = speedup_interval(result.base_job_s, result.rev_job_s, rounds.level(rounds.look(done)))
     result.speedup = cast(tuple[float, float, float], tuple(interval))
     holds = interval.low > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
     result.status = VerifyStatus.HOLDS if holds else VerifyStatus.REGRESSED
     said = f"; recorded {result.recorded[0]:.2f}x" if result.recorded else ""
-    result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, {rounds.confidence:.0%} CI "
+    result.message = (f"{'holds' if holds else 'does not hold'}: {interval.point:.2f}x, {rounds.label()} "
                       f"[{interval.low:.2f}, {interval.high:.2f}] over {len(result.rev_job_s)} rounds "
                       f"vs promotion floor {result.floor:.3f}{said} (whole processes)")
 
@@ -187,4 +187,5 @@ def could_hold(result: VerifyResult, done: int, rounds: Rounds) -> bool:
     interval = SpeedupInterval(*cast(tuple[float, float, float], result.speedup))
     measured = len(result.rev_job_s)
     return (interval.high > result.floor and (result.recorded is None or interval.high >= result.recorded[1])
-            and not futile(interval, measured, measured + rounds.most - done, rounds.per_look, result.floor))
+            and not futile(interval, measured, measured + rounds.most - done, rounds.level(rounds.look(done)),
+                           result.floor, rounds.level(rounds.looks)))

@@ -111,6 +111,17 @@ def test_doctor_measures_the_dense_gpt_baseline_and_says_where_the_time_goes(den
     # ... and ran to verification's long length, where its parameters' drift was measured.
     long = report.verification_steps[1]
     assert list(report.reassociation_drift) == [long] and 0 < report.reassociation_drift[long] < 1e-2
+    # Launches (issue 49): the repeats, verification's short run, the reassociation run; the last
+    # repeat ran at verification's long length, and with the short run it is verification's first
+    # baseline round, with the spread of a round and the longest plausible start-up.
+    launched = sorted(p.name for p in (dense_gpt / ".infrarsi" / "doctor").iterdir() if p.is_dir())
+    assert launched == sorted(["baseline-1", "baseline-2", f"baseline-{report.verification_steps[0]}-steps",
+                               "reassociation"])
+    short, last = (TrialResult.from_dict(r) for r in report.reference_pair)
+    assert (short.steps_run, last.steps_run) == tuple(report.verification_steps)
+    assert short.process_s < last.process_s and set(report.checksums) >= set(report.verification_steps)
+    assert report.round_cv > 0 and report.startup_limit_s > max(r.startup_s for r in report.runs)
+    assert report.launches == 4
     assert report.losses.reference[-1] < report.losses.reference[0]  # the fixture learns
 
     contract = load_contract(dense_gpt)  # the hash was recomputed: this would raise otherwise

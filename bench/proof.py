@@ -1,0 +1,164 @@
+"""What proving an answer costs, and whether the proof can fail (issue 49).
+
+    .venv/bin/python -m bench.proof job [--repeats 1] [--startup-wait-s S] [--trials 20]
+    .venv/bin/python -m bench.proof campaigns --move threads=2 [--campaigns 20] [--trials 3]
+
+``job``: the README's main job as a new user runs it: a fresh copy of fixtures/dense_gpt in a new git
+repo, then ``infrarsi optimize COPY "faster" --no-bank --json``. With ``--startup-wait-s S`` the
+owner's command is the fixture's ``train.py --load_wait_s=S``: S seconds before its first step,
+standing in for a GPU job's checkpoint load, NCCL set-up and compilation. Prints per stage (doctor,
+the search, verification) the processes launched and their wall seconds, the proof against the
+search, and the promoted candidate with its interval (hi/lo is the interval's width).
+
+``campaigns``: the production path end to end (``infrarsi init``, ``doctor``, ``run --no-bank``), each
+campaign on its own fresh copy with its own doctor and study, the contract narrowed to one move
+(``--move knob=value``: every other knob fixed, no editable file, so no patch). A no-op move
+(``threads=2`` on a 2-core machine, where it is torch's own default) is the A/A test: nothing may
+be promoted. A move with a real gain on real compute measures how often it is certified. Prints
+each campaign's verdict and interval, then promotions and the intervals' low ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from infrarsi.contract import STATE_DIR, load_contract, save_contract
+from infrarsi.records import load_doctor
+from infrarsi.records.run import load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
+
+
+def fresh_copy(where: Path) -> Path:
+    repo = where / "dense_gpt"
+    shutil.copytree(ROOT / "fixtures" / "dense_gpt", repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=demo", "-c", "user.email=demo@localhost",
+                                                 "commit", "-qm", "baseline"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    return repo
+
+
+def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float]:
+    began = time.monotonic()
+    done = subprocess.run([str(INFRARSI), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          cwd=cwd)
+    return done.returncode, time.monotonic() - began
+
+
+def stages(repo: Path) -> dict[str, tuple[int, float]]:
+    """Launches and wall seconds of doctor, the search and verification, from what the run recorded."""
+    doctor, run = load_doctor(repo), load_run(repo)
+    assert doctor is not None and run is not None
+    verification = [t for t in run.trials if t.kind == "verification"]
+    search = [t for t in run.trials if t.kind != "verification"]
+    return {"doctor": (doctor.launches, doctor.wall_s),
+            "search": (len(search), sum(t.wall_s for t in search)),
+            "verification": (len(verification), sum(t.wall_s for t in verification))}
+
+
+def promoted_words(repo: Path) -> tuple[str, tuple[float, float, float] | None]:
+    run = load_run(repo)
+    assert run is not None
+    best = run.promoted or max((v for v in run.verdicts if v.job_speedup), key=lambda v: v.job_speedup[0],
+                               default=None)
+    if best is None:
+        return f"nothing verified ({run.message})", None
+    setting = ", ".join([f"{k}={v}" for k, v in best.candidate.knobs.items()] + list(best.candidate.patches))
+    return f"{'promoted' if best.promoted else 'not promoted'}: {setting or 'baseline'}", best.job_speedup
+
+
+def job(args: argparse.Namespace, console: Console) -> None:
+    table = Table(title="The README's main job: what the answer cost")
+    for column in ("run", "wall s", "doctor", "search", "verification", "proof / search", "answer", "job speed-up",
+                   "hi/lo"):
+        table.add_column(column)
+    for i in range(args.repeats):
+        with tempfile.TemporaryDirectory() as where:
+            repo = fresh_copy(Path(where))
+            command = ["optimize", str(repo), "faster", "--no-bank", "--json", "--trials", str(args.trials)]
+            if args.startup_wait_s:
+                command += ["--", "python", "train.py", f"--load_wait_s={args.startup_wait_s:g}"]
+            code, wall = infrarsi(*command, cwd=repo)
+            cost = stages(repo)
+            answer, speedup = promoted_words(repo)
+        proof_s = cost["doctor"][1] + cost["verification"][1]
+        table.add_row(str(i + 1), f"{wall:.0f}", *(f"{n} / {s:.0f} s" for n, s in cost.values()),
+                      f"{proof_s / cost['search'][1]:.2f}x", f"{answer} (exit {code})",
+                      f"{speedup[0]:.3f}x [{speedup[1]:.3f}, {speedup[2]:.3f}]" if speedup else "–",
+                      f"{speedup[2] / speedup[1]:.3f}" if speedup else "–")
+        console.print(table)
+
+
+def narrowed(repo: Path, knob: str, value: str) -> None:
+    """The contract with one move left: ``knob`` between its default and ``value``; no patch."""
+    contract = load_contract(repo)
+    target = contract.knob(knob)
+    typed = type(target.default)(value) if target.default is not None else value
+    knobs = [replace(k, tunable=k.name == knob, domain=[k.default, typed] if k.name == knob else k.domain)
+             for k in contract.knobs]
+    save_contract(replace(contract, knobs=knobs, scope=replace(contract.scope, editable=[])), repo)
+
+
+def campaigns(args: argparse.Namespace, console: Console) -> None:
+    knob, value = args.move.split("=", 1)
+    table = Table(title=f"Campaigns: `infrarsi run` with one move, {knob}={value}")
+    for column in ("campaign", "wall s", "doctor", "search", "verification", "verdict", "job speed-up", "low"):
+        table.add_column(column)
+    lows: list[float] = []
+    promoted = verified = 0
+    for i in range(args.campaigns):
+        with tempfile.TemporaryDirectory() as where:
+            repo = fresh_copy(Path(where))
+            began = time.monotonic()
+            code, _ = infrarsi("init", str(repo), "--json")
+            narrowed(repo, knob, value)
+            code = code or infrarsi("doctor", str(repo), "--json")[0]
+            code = code or infrarsi("run", str(repo), "--trials", str(args.trials), "--no-bank", "--json")[0]
+            wall = time.monotonic() - began
+            cost = stages(repo)
+            answer, speedup = promoted_words(repo)
+        promoted += answer.startswith("promoted")
+        if speedup:
+            verified += 1
+            lows.append(speedup[1])
+        table.add_row(str(i + 1), f"{wall:.0f}", *(f"{n} / {s:.0f} s" for n, s in cost.values()),
+                      f"{answer} (exit {code})", f"{speedup[0]:.3f}x [{speedup[1]:.3f}, {speedup[2]:.3f}]"
+                      if speedup else "–", f"{speedup[1]:.3f}" if speedup else "–")
+        console.print(table)
+    quartiles = statistics.quantiles(lows, n=4) if len(lows) >= 2 else lows
+    console.print(json.dumps({"move": args.move, "campaigns": args.campaigns, "verified": verified,
+                              "promoted": promoted, "low_min": min(lows, default=None),
+                              "low_quartiles": [round(q, 4) for q in quartiles],
+                              "low_max": max(lows, default=None)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    p = sub.add_parser("job")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--startup-wait-s", type=float, default=0.0)
+    p = sub.add_parser("campaigns")
+    p.add_argument("--move", required=True, help="knob=value: the one move the contract keeps")
+    p.add_argument("--campaigns", type=int, default=20)
+    p.add_argument("--trials", type=int, default=3)
+    args = parser.parse_args()
+    console = Console(width=200)
+    (job if args.mode == "job" else campaigns)(args, console)
+
+
+if __name__ == "__main__":
+    main()
