@@ -258,3 +258,19 @@ def machine_peak(device: str, hardware: HardwareFingerprint | None = None,
     peaks = [peak_flops(device, dtype, threads=hw.cpu_cores, hardware=hw, remeasure=True, budget_s=share,
                         limit_s=share) for dtype in dtypes]
     return max(peaks, key=lambda p: p.value)
+
+
+def precision_peaks(peak: PeakFlops, hardware: HardwareFingerprint | None = None,
+                    limit_s: float = MACHINE_LIMIT_S) -> list[PeakFlops]:
+    """The job's peak ``peak`` (one device, the job's threads) in every precision a candidate's
+    matmuls may run in, ``peak`` first: a GPU's datasheet entries; a CPU measured at the same
+    threads for each dtype it has units for (``cpu_dtypes``: a CPU without bf16 units runs bf16
+    matmuls on its float32 units, so the float32 peak is theirs too), within ``limit_s`` in all."""
+    hw = hardware or fingerprint()
+    if peak.device == "cuda":
+        others = [datasheet_peak(hw.gpu_name, d) for d in DTYPES if d != peak.dtype] if hw.gpu_count else []
+        return [peak, *(p for p in others if p is not None)]
+    dtypes = [d for d in cpu_dtypes(cpu_flags()) if d != peak.dtype]
+    share = limit_s / max(1, len(dtypes))
+    return [peak, *(peak_flops("cpu", d, threads=peak.threads or None, hardware=hw, remeasure=True, budget_s=share,
+                               limit_s=share) for d in dtypes)]

@@ -54,3 +54,31 @@ def test_the_limit_stops_the_sizes_growing():
     start = time.perf_counter()
     assert measure_matmul_flops("cpu", "fp32", threads=1, budget_s=0.05, limit_s=0.05) > 0
     assert time.perf_counter() - start < 1.0
+
+
+def test_the_job_s_peak_in_each_precision_a_candidate_may_switch_to(monkeypatch):
+    """A CPU's measured at the job's threads for every dtype it has units for (the job's own peak
+    first, not measured again); a GPU's from its datasheet."""
+    job = PeakFlops(value=1e12, source="measured", device="cpu", dtype="fp32", method="measured", threads=4)
+    calls = []
+
+    def measured(device, dtype, *, threads, hardware, remeasure, budget_s, limit_s):
+        calls.append((dtype, threads))
+        return PeakFlops(value=4e12, source="measured", device=device, dtype=dtype, method="measured", threads=threads)
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"amx_bf16"})
+    monkeypatch.setattr(hardware, "peak_flops", measured)
+    hw = dataclasses.replace(fingerprint(), cpu_cores=16, gpu_count=0, gpu_name="")
+    assert [(p.dtype, p.value) for p in hardware.precision_peaks(job, hw)] == [("fp32", 1e12), ("bf16", 4e12)]
+    assert calls == [("bf16", 4)]
+    gpu = dataclasses.replace(hw, gpu_count=1, gpu_name="NVIDIA H100 80GB HBM3")
+    sheet = hardware.datasheet_peak(gpu.gpu_name, "fp32")
+    assert {p.dtype: p.value for p in hardware.precision_peaks(sheet, gpu)}["bf16"] == 989.5e12
+
+
+def test_a_cpu_without_bf16_units_keeps_the_float32_peak_alone():
+    """bf16 on such a CPU runs on its float32 units: no other peak is measured (a real measurement)."""
+    if cpu_dtypes(hardware.cpu_flags()) != ["fp32"]:
+        pytest.skip("this CPU multiplies another dtype natively")
+    job = hardware.peak_flops("cpu", "fp32", threads=1, budget_s=0.2, limit_s=0.5)
+    assert hardware.precision_peaks(job) == [job]

@@ -68,6 +68,8 @@ class Side:
     """Which runs these are (interleaved re-verification, the run's baseline trial, doctor)."""
     machine_mfu: float | None = None
     """Of the machine's peak: every core or GPU, its fastest dtype."""
+    mfu_dtype: str = ""
+    """The precision of the peak ``mfu`` is of (the one this side's matmuls run in); empty without MFU."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -206,7 +208,7 @@ def _side(step_s: float | None, peak: int | None, job_s: float | None, runs: int
     tokens = contract.workload.tokens_per_step
     eff, flops = doctor.efficiency, flops_per_step(contract, doctor)
     return Side(step_s=step_s, tokens_per_s=tokens / step_s if step_s and tokens else None,
-                mfu=step_mfu(step_s, flops, flops_peak or eff.peak, eff.devices),
+                mfu=utilization, mfu_dtype=peak_of.dtype if utilization is not None and peak_of else "",
                 machine_mfu=step_mfu(step_s, flops, eff.machine_peak, machine_devices(doctor)),
                 peak_bytes=peak, job_s=job_s, runs=runs, source=source)
 
@@ -236,6 +238,8 @@ def _baseline_side(run: RunResult, contract: Contract, doctor: DoctorReport, bas
 
 def _promoted_side(verdict: Verdict, contract: Contract, doctor: DoctorReport) -> Side:
     return _side(_median(verdict.cand_step_s), verdict.peak_bytes, _median(verdict.cand_job_s),
+    peak_of = flops_peak or eff.peak
+    utilization = step_mfu(step_s, flops, peak_of, eff.devices)
                  len(verdict.cand_step_s), "interleaved re-verification reruns", contract, doctor,
                  candidate_peak(verdict.candidate, contract, doctor))
 

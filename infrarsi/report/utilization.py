@@ -1,5 +1,6 @@
 """MFU of a measured step time, against two peaks: the job's own (doctor's, at the job's threads and
-dtype; a candidate in another precision against that precision's datasheet peak) and the
+dtype; a candidate in another precision against that precision's peak, measured on a CPU and from
+the datasheet on a GPU: ``matmul_precision``, ``candidate_peak``) and the
 machine's (every core or GPU, in its fastest dtype: ``hardware.machine_peak``), whose gap is what
 the job's settings leave unused.
 
@@ -25,16 +26,45 @@ def flops_per_step(contract: Contract, doctor: DoctorReport) -> float | None:
     return eff.flops_per_token * tokens if eff.flops_per_token and tokens else None
 
 
-def candidate_peak(candidate: Candidate, contract: Contract, doctor: DoctorReport) -> PeakFlops | None:
-    """What a candidate's MFU is measured against: the datasheet peak of the precision its matmuls
-    run in (a bf16 candidate of a float32 job against the bf16 peak, or it would read far above
-    100% on a GPU); doctor's peak when that is a measurement, which the report does not repeat."""
-    base = doctor.efficiency.peak
-    if base is None or base.method != "datasheet":
-        return base
+TF32_ON = (True, 1, "high", "medium", "tf32")
+"""A TF32 setting's values that let float32 matmuls run in TF32 (``allow_tf32 = True``,
+``set_float32_matmul_precision("high")``, the launcher's ``tf32_matmul``)."""
+
+
+def matmul_precision(candidate: Candidate, contract: Contract, default: str) -> str:
+    """fp32 | tf32 | bf16 | fp16: the precision a candidate's matmuls run in. ``default``: the job's
+    own (doctor's peak), kept for a dtype setting doctor does not know. A dtype knob's value
+    decides, then the autocast_bf16 patch (the forward's matmuls under bf16 autocast); float32 on a
+    GPU with TF32 allowed (the tf32_matmul patch, a TF32 setting on) is tf32."""
     knob = next((k for k in contract.by_role("dtype") if k.name in candidate.knobs), None)
-    dtype = matmul_dtype(str(candidate.knobs[knob.name]) if knob else None, candidate.patches, base.dtype)
-    return (datasheet_peak(doctor.hardware.gpu_name, dtype) or base) if dtype != base.dtype else base
+    dtype = matmul_dtype(str(candidate.knobs[knob.name]) if knob else None, candidate.patches, default)
+    if "autocast_bf16" in candidate.patches:
+        dtype = "bf16"
+    tf32 = any(candidate.knobs.get(k.name, k.default) in TF32_ON for k in contract.by_role("matmul_precision"))
+    if dtype == "fp32" and tf32:
+        dtype = "tf32"
+    if dtype == "tf32" and contract.memory.device != "cuda":
+        dtype = "fp32"  # a CPU has no TF32: float32 matmuls stay float32
+    return dtype
+
+
+def candidate_peak(candidate: Candidate, contract: Contract, doctor: DoctorReport) -> PeakFlops | None:
+    """What a candidate's MFU is measured against: the job's peak in the precision its matmuls run
+    in (``matmul_precision``; a bf16 candidate of a float32 job against the bf16 peak, or it reads
+    far above 100%): doctor's for that precision (measured on a CPU, datasheet on a GPU), else the
+    GPU's datasheet entry, else doctor's own peak."""
+    base = doctor.efficiency.peak
+    if base is None:
+        return None
+    dtype = matmul_precision(candidate, contract, base.dtype)
+    if dtype == base.dtype:
+        return base
+    known = next((p for p in doctor.efficiency.peaks if p.dtype == dtype), None)
+    if known is not None:
+        return known
+    if base.method == "datasheet":
+        return datasheet_peak(doctor.hardware.gpu_name, dtype) or base
+    return base
 
 
 def machine_devices(doctor: DoctorReport) -> int:
@@ -44,10 +74,12 @@ def machine_devices(doctor: DoctorReport) -> int:
 
 
 def step_mfu(step_s: float | None, flops: float | None, peak: PeakFlops | None, devices: int) -> float | None:
-    """Achieved FLOP/s over ``devices`` × the peak; None when any part is unknown."""
+    """Achieved FLOP/s over ``devices`` × the peak, never above 1: a run that did more than a measured
+    peak shows the peak was measured low (a busy machine), and the peak is at least what was done.
+    None when any part is unknown."""
     if not step_s or not flops or peak is None:
         return None
-    return mfu(1 / step_s, flops, peak.value * devices)
+    return min(1.0, mfu(1 / step_s, flops, peak.value * devices))
 
 
 def _gflops(peak: PeakFlops, devices: int) -> str:

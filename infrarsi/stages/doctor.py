@@ -37,7 +37,7 @@ from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
 from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner
 from infrarsi.flops import flops_per_token_from_facts
-from infrarsi.hardware import fingerprint, machine_peak, peak_flops
+from infrarsi.hardware import fingerprint, machine_peak, peak_flops, precision_peaks
 from infrarsi.knobs.llm_roles import Claim, load_claims, save_claims
 from infrarsi.probe import PHASES
 from infrarsi.records.doctor import (
@@ -180,6 +180,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     report.sandbox = mode_words(sandbox)
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
+    report.efficiency.peaks = precision_peaks(peak, hardware) if peak is not None else []
     return report
 
 
@@ -543,8 +544,9 @@ def _efficiency(
         if peak is not None:
             utilization = achieved / (peak.value * devices)
             if utilization > 1:
-                warnings.append(f"MFU {utilization:.0%} is above 100%: the measured peak ({peak.source}) is "
-                                "too low, probably measured while the machine was busy")
+                warnings.append(f"the job did {utilization:.0%} of the measured peak ({peak.source}): the peak "
+                                "was measured too low, probably while the machine was busy; MFU reads 100%")
+                utilization = 1.0
     return Efficiency(tokens_per_step=tokens, tokens_per_s=tokens_per_s, projected_job_s=projected,
                       devices=devices, flops_per_token=fpt, achieved_flops=achieved, peak=peak, mfu=utilization,
                       samples_per_step=samples, samples_per_s=samples / step_s if samples else None,
