@@ -80,7 +80,7 @@ class StepNoise:
     """Median over runs of each run's median step time."""
     run_medians: list[float]
     within_run_cv: float
-    """Mean over runs of each run's step-time CV."""
+    """Mean over runs of each run's step-time CV, lone outliers left out (:func:`within_cv`)."""
     run_to_run_cv: float
     """CV of the runs' median step times."""
     effective_cv: float
@@ -97,6 +97,21 @@ class StepNoise:
         return cls(**data)
 
 
+OUTLIER_MADS = 5.0
+"""A step further than this many robust standard deviations (1.4826 x the median absolute
+deviation) from its run's median is a lone outlier (a page fault burst, a log flush): it is left
+out of the within-run CV, which it alone would otherwise set (one 2 s step among 0.2 s steps made
+it 0.8 and the one-run floor 1.88x). The medians keep every step."""
+
+
+def within_cv(steps: list[float]) -> float:
+    """One run's step-time CV without its lone outliers (``OUTLIER_MADS``)."""
+    median = statistics.median(steps)
+    mad = statistics.median(abs(x - median) for x in steps)
+    kept = [x for x in steps if abs(x - median) <= OUTLIER_MADS * 1.4826 * mad] if mad > 0 else steps
+    return cv(kept)
+
+
 def step_noise(runs: list[list[float]], confidence: float = 0.95) -> StepNoise:
     """Noise statistics from the measured step times of each run (one list per run)."""
     if len(runs) < 2:
@@ -104,7 +119,7 @@ def step_noise(runs: list[list[float]], confidence: float = 0.95) -> StepNoise:
     if any(len(r) < 2 for r in runs):
         raise ValueError("every run needs at least 2 measured steps")
     medians = [statistics.median(r) for r in runs]
-    within = statistics.fmean(cv(r) for r in runs)
+    within = statistics.fmean(within_cv(r) for r in runs)
     steps = min(len(r) for r in runs)
     between = cv(medians)
     effective = max(between, MEDIAN_EFFICIENCY * within / math.sqrt(steps))

@@ -114,3 +114,14 @@ def test_loss_tolerance_references_the_mean_of_differing_repeats():
 def test_loss_tolerance_refuses_a_baseline_without_a_usable_trajectory(runs, k):
     with pytest.raises(ValueError):
         noise.loss_tolerance(runs, compare_steps=k)
+
+
+def test_a_lone_outlier_step_does_not_set_the_within_run_noise():
+    """One 2 s step among 0.2 s steps (a page-fault burst) alone made the within-run CV 0.8 and the
+    one-run floor 1.88x; left out, the floor is what the other steps' noise says."""
+    rng = np.random.default_rng(3)
+    runs = [list(0.2 * (1 + rng.normal(0, 0.01, 12))) for _ in range(3)]
+    runs[1][5] = 2.0
+    stats = noise.step_noise(runs)
+    assert stats.within_run_cv < 0.02 and stats.min_speedup < 1.05
+    assert noise.within_cv(runs[0]) == pytest.approx(noise.cv(runs[0]))  # nothing to leave out

@@ -141,6 +141,30 @@ class Audit:
         return [*(f"{k}={v}" for k, v in self.source_settings.items()), *(f"+{p}" for p in self.patches)]
 
 
+@dataclass(frozen=True, slots=True)
+class StageCost:
+    """What one part of the answer cost: whole processes launched and their wall seconds."""
+
+    stage: str
+    """doctor | search | verification."""
+    launches: int
+    wall_s: float
+
+
+PROOF = ("doctor", "verification")
+"""The stages that prove the answer rather than find it."""
+
+
+def stage_costs(doctor: DoctorReport, run: RunResult) -> list[StageCost]:
+    """Doctor's launches and seconds, then the run's trials split into the search (its baseline,
+    validations, search trials and reruns) and re-verification."""
+    verification = [t for t in run.trials if t.kind == "verification"]
+    search = [t for t in run.trials if t.kind != "verification"]
+    return [StageCost("doctor", doctor.launches, doctor.wall_s),
+            StageCost("search", len(search), sum(t.wall_s for t in search)),
+            StageCost("verification", len(verification), sum(t.wall_s for t in verification))]
+
+
 @dataclass(kw_only=True, slots=True)
 class Report:
     repo: str
@@ -189,6 +213,13 @@ class Report:
     """The machine's peak that ``Side.machine_mfu`` is of, in words; empty when doctor measured none."""
     no_promotion: NoPromotion | None = None
     """Why nothing was promoted and what to try next; None when a candidate was."""
+    costs: list[StageCost] = field(default_factory=list)
+    """Doctor, search and verification: launches and seconds (``stage_costs``)."""
+
+    def cost(self, stages: tuple[str, ...]) -> StageCost:
+        """The launches and seconds of ``stages`` together."""
+        mine = [c for c in self.costs if c.stage in stages]
+        return StageCost(" + ".join(stages), sum(c.launches for c in mine), sum(c.wall_s for c in mine))
 
     @property
     def promoted_audit(self) -> Audit | None:
@@ -207,6 +238,8 @@ def _side(step_s: float | None, peak: int | None, job_s: float | None, runs: int
           contract: Contract, doctor: DoctorReport, flops_peak: PeakFlops | None = None) -> Side:
     tokens = contract.workload.tokens_per_step
     eff, flops = doctor.efficiency, flops_per_step(contract, doctor)
+    peak_of = flops_peak or eff.peak
+    utilization = step_mfu(step_s, flops, peak_of, eff.devices)
     return Side(step_s=step_s, tokens_per_s=tokens / step_s if step_s and tokens else None,
                 mfu=utilization, mfu_dtype=peak_of.dtype if utilization is not None and peak_of else "",
                 machine_mfu=step_mfu(step_s, flops, eff.machine_peak, machine_devices(doctor)),
@@ -238,8 +271,6 @@ def _baseline_side(run: RunResult, contract: Contract, doctor: DoctorReport, bas
 
 def _promoted_side(verdict: Verdict, contract: Contract, doctor: DoctorReport) -> Side:
     return _side(_median(verdict.cand_step_s), verdict.peak_bytes, _median(verdict.cand_job_s),
-    peak_of = flops_peak or eff.peak
-    utilization = step_mfu(step_s, flops, peak_of, eff.devices)
                  len(verdict.cand_step_s), "interleaved re-verification reruns", contract, doctor,
                  candidate_peak(verdict.candidate, contract, doctor))
 
@@ -330,5 +361,6 @@ def build_report(repo: str, contract: Contract, doctor: DoctorReport, run: RunRe
         notes=notes,
         interference=disturbance_words(run.disturbance),
         machine_peak=machine_words(doctor) if baseline.machine_mfu is not None else "",
-        no_promotion=explain(run, contract, str(repo)) if run.promoted is None else None,
+        no_promotion=explain(run, contract, str(repo), doctor.round_cv) if run.promoted is None else None,
+        costs=stage_costs(doctor, run),
     )

@@ -18,6 +18,7 @@ numerics-preserving candidate may legitimately change them by.
 from __future__ import annotations
 
 import math
+import shutil
 import statistics
 import time
 from collections.abc import Mapping
@@ -105,9 +106,10 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     problem = bwrap_problem() if sandbox else None
     if problem:
         raise DoctorError(problem)
-    total = repeats + 2  # the baseline runs, one reassociation run, the peak measurement
+    total = repeats + 3  # the baseline runs, the short run, one reassociation run, the peak measurement
     on_event(Event("doctor", "begin", f"measuring the baseline {repeats} times", 0, total))
     log_root = doctor_logs_dir(repo)
+    shutil.rmtree(log_root, ignore_errors=True)  # a run's logs beside the last doctor's would be miscounted
     # The baseline runs measure the machine's normal: nothing they see is judged disturbed.
     runner = TrialRunner(repo=repo, contract=contract, stage="doctor", sandbox=sandbox, on_event=on_event,
                          show_trials=True, quiet=quiet.QuietWaiter(busy_limit(len(interference.job_cores())),
@@ -115,27 +117,38 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     idle, waited = _machine_background(runner.quiet, on_event)
 
     runs: list[TrialResult] = []
+    length_warning = ""
     for i in range(repeats):
+        steps = None
+        if i == repeats - 1:
+            # The last baseline run is verification's long run: its lengths from the runs before it.
+            contract = _measured_contract(contract, runs, on_event)
+            lengths = _verification_lengths(contract, runs)
+            steps = lengths.long
         on_event(Event("doctor", "report", f"baseline run {i + 1} of {repeats}", i, total))
-        result = runner.once(TrialArgs(candidate=Candidate(), check_loss=False, log_dir=log_root / f"baseline-{i + 1}"))
-        step_s = result.step_time
-        if not result.ok or step_s is None or len(result.step_times) < 2:
-            raise DoctorError(
-                f"baseline run {i + 1} ended {result.status.value}"
-                f"{' with fewer than 2 measured steps' if result.ok else ''}: {result.detail}\n"
-                f"log: {result.log_path}"
-            )
-        on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {step_s * 1000:.1f} ms, "
-                                        f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
-        runs.append(result)
+        result = _baseline_run(runner, i, steps, log_root)
+        if steps is not None and steps > contract.workload.total_steps and result.status is TrialStatus.CRASH:
+            length_warning = (f"the baseline did not run the {steps} steps chosen for verification ({result.detail[-200:]}); "
+                              f"verification runs the contract's {contract.workload.total_steps}, and its intervals are wider")
+            lengths = Lengths(short=lengths.short, long=contract.workload.total_steps, planned=lengths.planned)
+            result = _baseline_run(runner, i, lengths.long, log_root)
+        runs.append(_checked_baseline(i, result, on_event))
     background = interference.measured_background([r.interference for r in runs], idle, waited)
-    contract = with_measured_workload(contract, runs)
-    contract = with_measured_length(contract, runs, on_event)
-    contract = with_evaluations_measured(contract, runs, on_event)
+    contract = _measured_contract(contract, runs, on_event)
     # Every later run is judged against the normal the baseline runs measured, and rerun when disturbed.
     runner = replace(runner, contract=contract)
     runner.judge_by(background)
-    lengths, checksums, length_warning = _checksums(runner, _verification_lengths(contract, runs), runs[0], log_root)
+    on_event(Event("doctor", "report", f"the baseline for {lengths.short} steps (verification's short run)",
+                   repeats, total))
+    short = runner.run(TrialArgs(candidate=Candidate(), name=f"the baseline for {lengths.short} steps",
+                                 check_loss=False, steps=lengths.short,
+                                 log_dir=log_root / f"baseline-{lengths.short}-steps")).result
+    if not _ran(short):
+        raise DoctorError(f"the baseline run of {lengths.short} steps ended {short.status.value}: {short.detail}\n"
+                          f"log: {short.log_path}")
+    checksums = {n: c for n, c in ((contract.workload.total_steps, runs[0].param_checksum),
+                                   (lengths.long, runs[-1].param_checksum),
+                                   (lengths.short, short.param_checksum)) if c is not None}
 
     reorder_knobs = _reorder_knobs(contract)
     reorder_result = None
@@ -143,7 +156,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     if reorder_knobs:
         # Run to verification's long length: its first steps' losses set the loss tolerance, and
         # its parameters there how far a reorder-only run drifts over the longest run judged.
-        on_event(Event("doctor", "report", f"reassociation run with {reorder_knobs}", repeats, total))
+        on_event(Event("doctor", "report", f"reassociation run with {reorder_knobs}", repeats + 1, total))
         reorder_result = runner.run(TrialArgs(
             candidate=Candidate(knobs=reorder_knobs), name="the reassociation run", check_loss=False,
             steps=reorder_steps, log_dir=log_root / "reassociation")).result
@@ -160,9 +173,14 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     report.reassociation_drift = _drift(reorder_result, checksums.get(reorder_steps), reorder_steps)
     report.warnings += [length_warning] if length_warning else []
     report.verification_steps = [lengths.short, lengths.long]
+    report.reference_pair = [short.to_dict(), runs[-1].to_dict()] if short.ok and runs[-1].process_s else []
+    report.round_cv = _round_cv(lengths, runs)
+    startups = [r.startup_s for r in runs if r.startup_s is not None]
+    report.startup_limit_s = accounting.startup_limit(startups) if startups else None
     if peak_warning:
         report.warnings.append(peak_warning)
     report.efficiency.machine_peak = machine_peak(contract.memory.device, hardware)
+    report.efficiency.peaks = precision_peaks(peak, hardware) if peak is not None else []
     report.findings += precision_headroom(report.efficiency)
     report.background = background
     if report.background.busy:
@@ -177,10 +195,10 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     save_contract(updated, repo)
     report.contract_hash = updated.digest()
     report.wall_s = time.perf_counter() - started
+    report.launches = _launches(log_root)
     report.sandbox = mode_words(sandbox)
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))
-    report.efficiency.peaks = precision_peaks(peak, hardware) if peak is not None else []
     return report
 
 
@@ -194,28 +212,54 @@ def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Length
                       process_s=statistics.median(times) if times else 0.0)
 
 
-def _checksums(runner: TrialRunner, lengths: Lengths, first: TrialResult,
-               log_root: Path) -> tuple[Lengths, dict[int, list[float]], str]:
-    """The baseline's parameters after every length a trial may run: the contract's (the first
-    run's), and verification's two, run here once each. A job that cannot run the longer length
-    doctor chose (its loop ends sooner than the planned steps say) is verified at the contract's,
-    with a warning; any other failed run raises DoctorError."""
-    total = runner.contract.workload.total_steps
-    checksums, warning = {total: first.param_checksum}, ""
-    for steps in sorted({lengths.short, lengths.long} - set(checksums)):
-        runner.on_event(Event("doctor", "log", f"the baseline for {steps} steps (verification's reference)"))
-        result = runner.run(TrialArgs(candidate=Candidate(), name=f"the baseline for {steps} steps", check_loss=False,
-                                      steps=steps, log_dir=log_root / f"baseline-{steps}-steps")).result
-        if not _ran(result) and steps == lengths.long > total > lengths.short:
-            warning = (f"the baseline did not run the {steps} steps chosen for verification ({result.status.value}: "
-                       f"{result.detail[-200:]}); verification runs the contract's {total}, and its intervals are wider")
-            lengths = Lengths(short=lengths.short, long=total, planned=lengths.planned)
-        elif not _ran(result):
-            raise DoctorError(f"the baseline run of {steps} steps ended {result.status.value}: {result.detail}\n"
-                              f"log: {result.log_path}")
-        else:
-            checksums[steps] = result.param_checksum
-    return lengths, {steps: c for steps, c in checksums.items() if c is not None}, warning
+def _measured_contract(contract: Contract, runs: list[TrialResult], on_event: EventSink) -> Contract:
+    """The contract with what the baseline runs so far measured: the workload, the real length,
+    whether evaluations are reached."""
+    contract = with_measured_workload(contract, runs)
+    contract = with_measured_length(contract, runs, on_event)
+    return with_evaluations_measured(contract, runs, on_event)
+
+
+def _baseline_run(runner: TrialRunner, i: int, steps: int | None, log_root: Path) -> TrialResult:
+    """One baseline run, never judged disturbed (the baseline runs measure the machine's normal)."""
+    return runner.once(TrialArgs(candidate=Candidate(), check_loss=False, steps=steps,
+                                 log_dir=log_root / f"baseline-{i + 1}"))
+
+
+def _checked_baseline(i: int, result: TrialResult, on_event: EventSink) -> TrialResult:
+    """``result`` when it can serve as a baseline run (ok, two measured steps); DoctorError if not."""
+    step_s = result.step_time
+    if not result.ok or step_s is None or len(result.step_times) < 2:
+        raise DoctorError(
+            f"baseline run {i + 1} ended {result.status.value}"
+            f"{' with fewer than 2 measured steps' if result.ok else ''}: {result.detail}\n"
+            f"log: {result.log_path}"
+        )
+    on_event(Event("doctor", "log", f"baseline run {i + 1}: median step {step_s * 1000:.1f} ms, "
+                                    f"peak {(result.peak_bytes or 0) / GIB:.2f} GiB, {result.wall_s:.1f} s"))
+    return result
+
+
+def _round_cv(lengths: Lengths, runs: list[TrialResult]) -> float | None:
+    """The spread verification should expect of one round's job time (``Lengths.round_cv``)."""
+    startups = [r.startup_s for r in runs if r.startup_s is not None]
+    steps = [s for r in runs for s in r.step_times]
+    if not steps or not startups:
+        return None
+    return lengths.round_cv(step_s=statistics.median(steps), startup_s=statistics.median(startups),
+                            process_sd_s=_process_sd(runs))
+
+
+def _process_sd(runs: list[TrialResult]) -> float | None:
+    """The spread of the baseline's whole-process time at one length: the runs of the contract's length."""
+    total = runs[0].steps_run
+    times = [r.process_s for r in runs if r.process_s is not None and r.steps_run == total]
+    return statistics.stdev(times) if len(times) >= 2 else None
+
+
+def _launches(log_root: Path) -> int:
+    """The processes this doctor launched: each run and rerun leaves its own log directory there."""
+    return sum(1 for p in log_root.iterdir() if p.is_dir()) if log_root.is_dir() else 0
 
 
 def _median_step_s(run: TrialResult) -> float:
