@@ -306,7 +306,7 @@ class VerifyPolicy:
     clears the floor. More rounds narrow the interval; each costs a baseline and a candidate run,
     short and long."""
 
-    candidates: int = 2
+    candidates: int = 1
     least_rounds: int = 2
     most_rounds: int = 6
 

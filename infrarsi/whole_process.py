@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from infrarsi.contract import VerifyPolicy, Workload
-from infrarsi.noise import SpeedupInterval, futile, pooled_speedup_interval, t_quantile
+from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, pooled_speedup_interval, t_quantile
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
@@ -68,19 +68,21 @@ DeclaredStartup = Callable[[Candidate], "float | None"]
 Untrusted = Callable[[Candidate], bool]
 """Whether a candidate carries code InfraRSI did not write (held to the baseline's start-up)."""
 RECORDS_DISAGREE = "the job's step records disagree with its wall time"
-ROUND_PRECISION = 0.03
-"""The relative standard error of one round's per-step figure the long length aims for: the steps
-between the two lengths must outlast the run-to-run spread of a whole process's time by
-sqrt(2) / ROUND_PRECISION times."""
 MAX_EXTRA_S = 30.0
-"""Steps are added to the long length for that precision only up to this many seconds of the
-baseline's steps: a verification round stays affordable on a job with a noisy start-up."""
-MIN_PROCESS_SD_S = 0.02
+"""Steps are added to the long length only up to this many seconds of the baseline's steps: a
+verification round stays affordable on a job with a noisy start-up."""
+MIN_PROCESS_SD_S = 0.05
 """The smallest run-to-run spread of a whole process's time believed from a few doctor runs."""
-MIN_PROCESS_CV = 0.025
-"""The smallest spread believed as a share of the process's time: across interleaved verification
-rounds of the README's job (6.2 s processes) it was 0.15 s, 2.5%, four times what doctor's three
-back-to-back runs showed (docs/benchmarks.md, whole-process verification)."""
+STARTUP_SPREAD = 0.0375
+"""The spread of a whole process's time believed from its start-up, as a share of it: across
+interleaved verification rounds of the README's job the processes spread 0.15 s with about 4 s of
+start-up, four times what doctor's back-to-back runs showed (docs/benchmarks.md, whole-process
+verification)."""
+STEPS_SPREAD = 0.006
+"""... and from its steps, as a share of their time: 62-step runs of the same job measured a step
+within 0.9% a round, 0.075 s of 12 s of steps."""
+POWER_Z = 0.84
+"""Verification is sized so that a ``TARGET_GAIN`` candidate clears the floor in 80% of runs."""
 MIN_STEP_S = 1e-6
 """A per-step difference at or below zero is noise larger than the steps: floored here, it gives
 an interval too wide to promote anything."""
@@ -95,24 +97,34 @@ class Lengths:
     planned: int
 
     @classmethod
-    def of(cls, workload: Workload, *, step_s: float | None = None, process_sd_s: float | None = None,
-           process_s: float = 0.0) -> Lengths:
+    def of(cls, workload: Workload, *, step_s: float | None = None, startup_s: float | None = None,
+           process_sd_s: float | None = None, policy: VerifyPolicy | None = None,
+           floor: float = PROMOTION_FLOOR) -> Lengths:
         """The warm-up (at least one step) as the short length: the steps that carry one-off work
         (allocation, the counted FLOPs) are in both. The contract's length as the long one, longer
-        when the baseline's ``step_s`` is short against the spread of its whole-process time
-        (``process_sd_s`` of doctor's runs, believed no smaller than MIN_PROCESS_CV of their time
-        ``process_s``): enough steps between the two that one round measures a step within
-        ROUND_PRECISION, at most MAX_EXTRA_S more of them, never past the owner's planned length."""
+        when that makes verification cheaper: given the baseline's ``step_s``, its ``startup_s``
+        and the spread of its whole-process time (``process_sd_s`` of doctor's runs, believed no
+        smaller than :meth:`spread` says), the long length whose rounds (as many as
+        :func:`rounds_needed` says a ``TARGET_GAIN`` candidate needs, from the contract's
+        ``policy``) cost the fewest seconds, start-ups included; at most MAX_EXTRA_S more of
+        steps, never past the owner's planned length."""
         short = max(1, workload.warmup_steps)
         long = max(workload.total_steps, short + 1)
-        if step_s and process_sd_s is not None:
-            spread = max(process_sd_s, MIN_PROCESS_CV * process_s, MIN_PROCESS_SD_S)
-            need = math.ceil(math.sqrt(2) * spread / (ROUND_PRECISION * step_s))
-            extra = min(need, math.ceil(MAX_EXTRA_S / step_s))
-            long = max(long, min(short + extra, workload.planned_steps))
         # A job is told the same step count in every run (runner.command.job_steps): none longer.
-        long = min(long, max(workload.planned_steps, workload.total_steps, short + 1))
-        return cls(short=short, long=long, planned=workload.planned_steps)
+        cap = max(workload.planned_steps, workload.total_steps, short + 1)
+        if not step_s or startup_s is None:
+            return cls(short=short, long=min(long, cap), planned=workload.planned_steps)
+        most = min(cap, max(long, short + math.ceil(MAX_EXTRA_S / step_s)))
+        options = sorted({min(most, round(long * (most / long) ** (i / 24))) for i in range(25)})
+
+        def cost(n: int) -> tuple[float, int]:
+            lengths = cls(short=short, long=n, planned=workload.planned_steps)
+            cv = lengths.round_cv(step_s=step_s, startup_s=startup_s, process_sd_s=process_sd_s)
+            rounds = rounds_needed(cv, policy or VerifyPolicy(), floor, arms=1, reference=1)
+            per_round = 2 * startup_s + (short + n) * step_s
+            return (rounds or math.inf) * per_round, -n if rounds is None else n
+
+        return cls(short=short, long=min(options, key=cost), planned=workload.planned_steps)
 
     @classmethod
     def recorded(cls, workload: Workload, steps: list[int]) -> Lengths:
@@ -124,15 +136,38 @@ class Lengths:
 
     def round_cv(self, *, step_s: float, startup_s: float, process_sd_s: float | None) -> float:
         """The relative spread of one round's projected job time (``whole_process``), from the
-        baseline's step, its start-up and the spread of a whole process's time (believed no smaller
-        than ``MIN_PROCESS_CV`` of each run's time): the job is the short run plus the rest of the
-        planned steps at the pace of the difference, so both runs' spreads enter, the long one's
-        multiplied by the planned steps over the steps between the two lengths."""
+        baseline's step, its start-up and the spread of a whole process's time (``spread``): the
+        job is the short run plus the rest of the planned steps at the pace of the difference, so
+        both runs' spreads enter, the long one's multiplied by the planned steps over the steps
+        between the two lengths."""
         k = (self.planned - self.short) / (self.long - self.short)
-        spreads = [max(process_sd_s or 0.0, MIN_PROCESS_CV * (startup_s + n * step_s), MIN_PROCESS_SD_S)
-                   for n in (self.short, self.long)]
-        job_s = startup_s + self.planned * step_s
-        return math.hypot((1 - k) * spreads[0], k * spreads[1]) / job_s
+        short, long = (spread(startup_s, n * step_s, process_sd_s) for n in (self.short, self.long))
+        return math.hypot((1 - k) * short, k * long) / (startup_s + self.planned * step_s)
+
+
+def spread(startup_s: float, steps_s: float, process_sd_s: float | None) -> float:
+    """The run-to-run spread of a whole process's time believed for a run of ``startup_s`` and
+    ``steps_s``: what doctor's runs showed (``process_sd_s``), but never less than
+    ``STARTUP_SPREAD`` of its start-up and ``STEPS_SPREAD`` of its steps together, nor
+    ``MIN_PROCESS_SD_S``."""
+    return max(process_sd_s or 0.0, MIN_PROCESS_SD_S, math.hypot(STARTUP_SPREAD * startup_s, STEPS_SPREAD * steps_s))
+
+
+def rounds_needed(round_cv: float, policy: VerifyPolicy, floor: float, *, arms: int = 1,
+                  reference: int = 0) -> int | None:
+    """The fewest rounds (from the policy's ``least_rounds`` to its ``most_rounds``) in which a
+    ``TARGET_GAIN`` candidate clears ``floor`` at the last look with 80% power (``POWER_Z``),
+    each round's job time spread ``round_cv``, ``arms`` candidates sharing the error and
+    ``reference`` baseline rounds already measured; None when even the most do not."""
+    gain = math.log(TARGET_GAIN) - math.log(floor)
+    for most in range(policy.least_rounds, policy.most_rounds + 1):
+        rounds = Rounds(least=policy.least_rounds, most=most)
+        level = rounds.level(rounds.looks, arms)
+        df = (most + reference - 1) + arms * (most - 1)
+        se = round_cv * math.sqrt(1 / (most + reference) + 1 / most)
+        if (t_quantile(0.5 + level / 2, df) + POWER_Z) * se <= gain:
+            return most
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +236,8 @@ SPENDING_POWER = 2.0
 DeMets' power family; 1 spends it evenly, as Bonferroni over looks did): an early look, which only
 a large gain clears, spends little, and the last keeps most of it for the gains near the floor."""
 TARGET_GAIN = 1.10
-"""The gain verification is sized to certify: rounds are added (up to the contract's most) until a
-candidate this much faster would be expected to clear the floor at the last look."""
+"""The gain verification is sized to certify (``rounds_needed``): a fused optimizer or a bucket
+size, the 5-15% wins that add up, not only the large ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,22 +256,13 @@ class Rounds:
     @classmethod
     def sized(cls, policy: VerifyPolicy, round_cv: float | None, floor: float, arms: int = 1,
               reference: int = 0) -> Rounds:
-        """As few rounds as certify a ``TARGET_GAIN`` at the last look, from ``round_cv`` (the
-        relative spread of one round's projected job time doctor expects: ``Lengths.round_cv``):
-        from the contract's ``least_rounds``, at most its ``most_rounds`` (those when unknown).
-        ``arms``: the candidates verified together; ``reference``: baseline rounds already measured
-        (doctor's pair)."""
-        if not round_cv:
-            return cls.of(policy)
-        gain = math.log(TARGET_GAIN) - math.log(floor)
-        for most in range(policy.least_rounds, policy.most_rounds + 1):
-            rounds = cls(least=policy.least_rounds, most=most)
-            level = rounds.level(rounds.looks, arms)
-            df = (most + reference - 1) + arms * (most - 1)
-            half = t_quantile(0.5 + level / 2, df) * round_cv * math.sqrt(1 / (most + reference) + 1 / most)
-            if half <= gain:
-                return rounds
-        return cls.of(policy)
+        """As few rounds as :func:`rounds_needed` says, from ``round_cv`` (the relative spread of
+        one round's projected job time doctor expects: ``Lengths.round_cv``): from the contract's
+        ``least_rounds``, at most its ``most_rounds`` (those when unknown or not enough).
+        ``arms``: the candidates verified together; ``reference``: baseline rounds already
+        measured (doctor's pair)."""
+        most = rounds_needed(round_cv, policy, floor, arms=arms, reference=reference) if round_cv else None
+        return cls(least=policy.least_rounds, most=most or policy.most_rounds)
 
     def __post_init__(self) -> None:
         if not 2 <= self.least <= self.most:

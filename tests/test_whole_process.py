@@ -79,14 +79,17 @@ def test_the_short_length_holds_the_warm_up_and_the_long_one_the_contract():
     assert Lengths.of(workload(3, 10)) == Lengths(short=3, long=13, planned=200)
     assert Lengths.of(workload(0, 5)) == Lengths(short=1, long=5, planned=200)
     assert Lengths.of(workload(0, 1)) == Lengths(short=1, long=2, planned=200)
-    # Short steps against a spread start-up: enough steps between the two lengths that one round
-    # measures a step within 3% (sqrt(2) x 0.1 s / (0.03 x 0.03 s) = 158), never past the job.
-    assert Lengths.of(workload(3, 10), step_s=0.03, process_sd_s=0.1).long == 3 + 158
-    assert Lengths.of(workload(3, 10, planned=100), step_s=0.03, process_sd_s=0.1).long == 100
-    assert Lengths.of(workload(3, 10), step_s=1.0, process_sd_s=0.1).long == 13  # long steps: the contract's
-    # Doctor's back-to-back runs understate the spread: at least 2.5% of a 6.2 s process is believed.
-    assert Lengths.of(workload(3, 10), step_s=0.175, process_sd_s=0.036, process_s=6.2).long == 3 + 42
-    assert Lengths.of(workload(3, 10, planned=5000), step_s=0.01, process_sd_s=1.0).long == 3 + 3000  # 30 s at most
+    # Short steps against a spread start-up: the long length whose rounds cost least, start-ups
+    # included; more steps between the two lengths when a start-up dominates (fewer rounds then
+    # pay for the longer runs), never past the job nor 30 s of steps.
+    readme = Lengths.of(workload(3, 10), step_s=0.2, startup_s=4.0, process_sd_s=0.04)
+    slow_start = Lengths.of(workload(3, 10), step_s=0.2, startup_s=34.0, process_sd_s=0.04)
+    assert 13 < readme.long < slow_start.long <= 3 + 150
+    assert Lengths.of(workload(3, 10, planned=100), step_s=0.03, startup_s=4.0, process_sd_s=0.1).long <= 100
+    assert Lengths.of(workload(3, 10), step_s=10.0, startup_s=4.0, process_sd_s=0.1).long == 13  # long steps
+    assert Lengths.of(workload(3, 10, planned=5000), step_s=0.01, startup_s=4.0, process_sd_s=1.0).long <= 3 + 3000
+    # Each round's spread: the README's job at its lengths, about 2%; two rounds decide a 1.10x there.
+    assert 0.01 < readme.round_cv(step_s=0.2, startup_s=4.0, process_sd_s=0.04) < 0.03
     assert Lengths.recorded(workload(3, 10), [3, 40]) == Lengths(short=3, long=40, planned=200)
     assert Lengths.recorded(workload(3, 10), []) == Lengths.of(workload(3, 10))
 

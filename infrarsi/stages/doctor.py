@@ -203,13 +203,13 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
 
 
 def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Lengths:
-    """Verification's two lengths, from the baseline runs' median step and the spread of their
-    whole-process times."""
-    times = [r.process_s for r in runs if r.process_s is not None]
+    """Verification's two lengths, from the baseline runs' median step, start-up and the spread of
+    their whole-process times (``Lengths.of``)."""
     steps = [s for r in runs for s in r.step_times]
-    spread = statistics.stdev(times) if len(times) >= 2 else None
-    return Lengths.of(contract.workload, step_s=statistics.median(steps) if steps else None, process_sd_s=spread,
-                      process_s=statistics.median(times) if times else 0.0)
+    startups = [r.startup_s for r in runs if r.startup_s is not None]
+    return Lengths.of(contract.workload, step_s=statistics.median(steps) if steps else None,
+                      startup_s=statistics.median(startups) if startups else None, process_sd_s=_process_sd(runs),
+                      policy=contract.verify_policy)
 
 
 def _measured_contract(contract: Contract, runs: list[TrialResult], on_event: EventSink) -> Contract:
