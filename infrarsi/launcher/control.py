@@ -7,6 +7,13 @@ launcher waits for one byte on its own control FIFO (``ctl-<pid>``, made by the 
 the record channel before its first step record): ``c`` to go on, ``s`` to stop after this step.
 The answer is written by the channel's reader thread the moment the record arrives.
 
+Only the step records the step feed counts are answered, by the rule it counts by
+(:mod:`infrarsi.launcher.streams`): a well-formed pid and rank, the stream's next step in order,
+from one of the run's streams (the first to step, one per rank, no more than the command starts).
+Every other record gets no answer at all, whatever FIFO the job made for it: the job's own code can
+write records and make FIFOs, and one answer to a record the feed drops would tell it its length
+before it stepped. A stream is answered on its own count: ``s`` after its ``steps``-th step.
+
 The FIFO lies in the job's writable workspace, so it is opened without following links and
 written only when it is a FIFO.
 """
@@ -20,17 +27,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from infrarsi.launcher.streams import StepStreams
+
 GO, STOP = b"c", b"s"
 
 
 class StepControl:
     """Answers each process's step records: go on until it has made ``steps`` steps."""
 
-    def __init__(self, directory: Path, steps: int):
+    def __init__(self, directory: Path, steps: int, *, ranks: int | None):
+        """``ranks``: how many processes the command starts that step (None: unknown), the
+        number the trial's step feed is given."""
         self.directory = Path(directory)
         self.steps = steps
         self._lock = threading.Lock()
-        self._counts: dict[int, int] = {}
+        self._streams = StepStreams(ranks)
+        self._stepped: set[int] = set()
         self._fds: dict[int, int | None] = {}
         self._stopped: dict[int, float] = {}
         self.before_stop: Callable[[], None] | None = None
@@ -39,16 +51,14 @@ class StepControl:
 
     def answer(self, record: dict) -> None:
         """Called for every record as it arrives (on the channel's reader thread)."""
-        if record.get("kind") != "step":
-            return
-        pid = record.get("pid")
-        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-            return
         with self._lock:
-            count = self._counts.get(pid, 0) + 1
-            self._counts[pid] = count
+            step = self._streams.judge(record).step
+            if step is None:
+                return
+            pid = record["pid"]
+            self._stepped.add(pid)
             fd = self._control(pid)
-            stop = count >= self.steps
+            stop = step + 1 >= self.steps
             if fd is None:
                 return
             if stop and self.before_stop is not None:
@@ -64,7 +74,7 @@ class StepControl:
         """time.monotonic() when the last process that stepped was told to stop; None when some
         process that stepped was never told (the run ended or was killed before its last step)."""
         with self._lock:
-            if not self._counts or set(self._counts) - set(self._stopped):
+            if not self._stepped or self._stepped - set(self._stopped):
                 return None
             return max(self._stopped.values())
 

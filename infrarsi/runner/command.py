@@ -119,8 +119,11 @@ def _set(args: list[str], flags: set[str], takes_value: bool, rendered: list[str
 
 
 def local_ranks(contract: Contract, argv: list[str]) -> int | None:
-    """Processes that will write probe files here: 1, torchrun's ``--nproc_per_node``, or None
-    when torchrun picks it (``auto``, ``gpu``…)."""
+    """Processes that will step here: 1, torchrun's ``--nproc_per_node``, or None when torchrun
+    picks it (``auto``, ``gpu``…) or ``accelerate launch`` does (its config file may say several).
+    Step records from more processes than this are no steps of the run (infrarsi/launcher/streams.py)."""
+    if contract.workload.launcher == "accelerate":
+        return None
     if contract.workload.launcher != "torchrun":
         return 1
     launcher = parse_command(argv).head

@@ -10,6 +10,10 @@ Each process that steps is a stream (torchrun: one per rank). A step counts once
 stream has reported it; its time is the slowest stream's (each stream's from its own previous
 record), so a group runs at its slowest rank's pace. Tokens and samples are summed over the streams (every rank's share of the batch), the loss
 is their mean, FLOPs are summed, peak memory is the largest.
+
+Which step records count is :mod:`infrarsi.launcher.streams`' rule, the one the step control
+answers by: a step record from no stream of the run, or out of order, is never a step, and one that
+cannot be the launcher's fails the trial.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infrarsi.launcher.channel import Arrival
+from infrarsi.launcher.streams import StepStreams, stream_of
 
 FUTURE_S = 0.05
 """A record stamped this much later than it arrived was not written by the launcher's clock."""
@@ -95,6 +100,7 @@ class StepFeed:
         (None: unknown, whoever does); ``launched_at``: time.monotonic() at launch."""
         self._source = source
         self._expected = ranks
+        self._rule = StepStreams(ranks)
         self._launched_at = launched_at
         self._finished = False
         self._streams: dict[int, _Stream] = {}
@@ -152,10 +158,10 @@ class StepFeed:
         if kind == "model":
             self._model = self._model or record
             return
-        try:
-            pid, rank = int(record.get("pid", 0)), int(record.get("rank", 0))
-        except (TypeError, ValueError):
+        identity = stream_of(record)
+        if identity is None:
             return
+        pid, rank = identity
         stream = self._streams.setdefault(pid, _Stream(rank, pid))
         if kind == "start":
             stream.start = stream.start or arrival
@@ -168,11 +174,12 @@ class StepFeed:
 
     def _check_step(self, stream: _Stream, arrival: Arrival) -> None:
         record = arrival.record
-        where = f"rank {stream.rank} (pid {stream.pid})"
-        if record.get("step") != len(stream.steps):
-            self._problem(f"{where} reported step {record.get('step')!r} after {len(stream.steps)} steps: "
-                          "the records are not the launcher's")
+        verdict = self._rule.judge(record)
+        if verdict.problem:
+            self._problem(verdict.problem)
+        if verdict.step is None:
             return
+        where = f"rank {stream.rank} (pid {stream.pid})"
         stamped = record.get("t")
         if isinstance(stamped, (int, float)) and stamped > arrival.at + FUTURE_S:
             self._problem(f"the job's clock disagrees with InfraRSI's: {where}'s step {record['step']} is "

@@ -217,7 +217,9 @@ class _Trial:
         cwd = workspace.root / self.contract.workload.cwd
         talk = workspace.private / "launcher"
         talk.mkdir(mode=0o700)
-        control = StepControl(talk, self.spec.total_steps)
+        # The control and the feed judge step records by one rule, for the same number of streams.
+        ranks = local_ranks(self.contract, argv)
+        control = StepControl(talk, self.spec.total_steps, ranks=ranks)
         channel = RecordChannel(talk / "records.fifo", answer=control.answer)
         command, pycache = argv, workspace.pycache
         if self.spec.sandbox:
@@ -242,20 +244,20 @@ class _Trial:
             control.close()
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
         try:
-            self._watch_launched(channel, control, argv, launched, workspace)
+            self._watch_launched(channel, control, ranks, launched, workspace)
         finally:
             channel.close()
             control.close()
             channel.save(self.probe_path)
 
-    def _watch_launched(self, channel: RecordChannel, control: StepControl, argv: list[str], launched: float,
+    def _watch_launched(self, channel: RecordChannel, control: StepControl, ranks: int | None, launched: float,
                         workspace: Workspace) -> None:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
         watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill(),
                                   per_rank=self.contract.workload.launcher == "torchrun")
-        feed = StepFeed(channel.take, ranks=local_ranks(self.contract, argv), launched_at=launched)
+        feed = StepFeed(channel.take, ranks=ranks, launched_at=launched)
         process = self.process
         self.monitor = InterferenceMonitor(process.pid, lambda: [p.pid for p in process.members(refresh=False)],
                                            cgroup=process.containment.cgroup,

@@ -47,11 +47,14 @@ def test_flagless_knobs_are_grouped_by_their_defining_file(tmp_path):
     assert "--lr=0.002" not in build_argv(contract, values)
 
 
-def test_local_ranks_come_from_torchrun_nproc(tmp_path):
+def test_local_ranks_come_from_torchrun_nproc_and_are_unknown_under_accelerate(tmp_path):
     from infrarsi.runner.command import local_ranks
 
     contract = contract_for(tmp_path, ["python", "train.py"])
     assert local_ranks(contract, build_argv(contract, {})) == 1
+    contract.workload.launcher = "accelerate"
+    contract.workload.command = ["accelerate", "launch", "train.py"]
+    assert local_ranks(contract, build_argv(contract, {})) is None
     contract.workload.launcher = "torchrun"
     for command, expected in [(["torchrun", "--nproc_per_node=4", "train.py"], 4),
                               (["torchrun", "--nproc-per-node", "2", "train.py"], 2),
