@@ -8,7 +8,8 @@ other Python source, and writes ``.infrarsi/contract.toml``.
 The editable scope defaults to the files that define the model (an ``nn.Module`` subclass) or run
 the training loop (call ``.backward()``), among the entry point and the repo modules it imports.
 ``scope`` entries change it: ``path`` or ``path::function`` replace the default list,
-``+path`` adds to it and ``-path`` removes from it.
+``+path`` adds to it and ``-path`` removes from it. A Python file trials write tunable knobs into
+(a dataclass config's defaults, a setting written in code) is editable whatever the scope says.
 
 The probe: when no file of the job calls ``probe.step``, the result carries the codemod's diff.
 init writes it into the user's file only when called with ``insert_probe=True`` (CLI
@@ -266,6 +267,7 @@ def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher,
     workload = _workload(repo, ep, found, knobs, workload_facts, warmup, measured, planned, warnings, user, fit)
 
     editable, functions = _scope(repo, found, ep, scope)
+    editable += [rel for rel in _knob_files(knobs) if rel not in editable]
     diff, inserted, missing = _probe(repo, found, ep, insert_probe, warnings)
     locked = {rel: file_sha256(repo / rel) for rel in python_files(repo) if rel not in editable}
 
@@ -576,6 +578,13 @@ def _has_function(module: cst.Module, qualname: str) -> bool:
         return False
 
     return find(module.body, qualname.split("."))
+
+
+def _knob_files(knobs: list[Knob]) -> list[str]:
+    """The Python files trials write tunable knobs into (a dataclass config's defaults, a setting
+    written in code): editable, or every trial that moves one would change a locked file."""
+    paths = [k.source.rsplit(":", 1)[0] for k in knobs if k.tunable and not k.flag and ":" in k.source]
+    return list(dict.fromkeys(p for p in paths if p.endswith(".py")))
 
 
 def _scope(repo: Path, found: Discovery, ep: EntryPoint, spec: list[str] | None) -> tuple[list[str], list[str]]:
