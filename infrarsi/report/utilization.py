@@ -31,9 +31,10 @@ TF32_ON = (True, 1, "high", "medium", "tf32")
 ``set_float32_matmul_precision("high")``, the launcher's ``tf32_matmul``)."""
 
 
-def matmul_precision(candidate: Candidate, contract: Contract, default: str) -> str:
-    """fp32 | tf32 | bf16 | fp16: the precision a candidate's matmuls run in. ``default``: the job's
-    own (doctor's peak), kept for a dtype setting doctor does not know. A dtype knob's value
+def matmul_precision(candidate: Candidate, contract: Contract, default: str, device: str) -> str:
+    """fp32 | tf32 | bf16 | fp16: the precision a candidate's matmuls run in on ``device`` (cpu |
+    cuda). ``default``: the job's own (doctor's peak), kept for a dtype setting doctor does not
+    know. A dtype knob's value
     decides, then the autocast_bf16 patch (the forward's matmuls under bf16 autocast); float32 on a
     GPU with TF32 allowed (the tf32_matmul patch, a TF32 setting on) is tf32."""
     knob = next((k for k in contract.by_role("dtype") if k.name in candidate.knobs), None)
@@ -43,7 +44,7 @@ def matmul_precision(candidate: Candidate, contract: Contract, default: str) -> 
     tf32 = any(candidate.knobs.get(k.name, k.default) in TF32_ON for k in contract.by_role("matmul_precision"))
     if dtype == "fp32" and tf32:
         dtype = "tf32"
-    if dtype == "tf32" and contract.memory.device != "cuda":
+    if dtype == "tf32" and device != "cuda":
         dtype = "fp32"  # a CPU has no TF32: float32 matmuls stay float32
     return dtype
 
@@ -56,7 +57,7 @@ def candidate_peak(candidate: Candidate, contract: Contract, doctor: DoctorRepor
     base = doctor.efficiency.peak
     if base is None:
         return None
-    dtype = matmul_precision(candidate, contract, base.dtype)
+    dtype = matmul_precision(candidate, contract, base.dtype, base.device)
     if dtype == base.dtype:
         return base
     known = next((p for p in doctor.efficiency.peaks if p.dtype == dtype), None)

@@ -123,9 +123,9 @@ def test_mfu_never_reads_above_100_percent():
     assert r.baseline.mfu == 1.0 and r.promoted.mfu == 1.0
 
 
-def _precision(device: str, *knobs: Knob):
+def _precision(*knobs: Knob):
     c = contract()
-    return replace(c, memory=replace(c.memory, device=device), knobs=[*c.knobs, *knobs])
+    return replace(c, knobs=[*c.knobs, *knobs])
 
 
 DTYPE = Knob(name="dtype", role="dtype", type="str", default="float32", flag="--dtype",
@@ -145,10 +145,9 @@ TF32 = Knob(name="tf32_matmul", role="matmul_precision", type="bool", default=Fa
     ("cpu", {"tf32_matmul": True}, (), "fp32"),  # a CPU has no TF32
 ])
 def test_the_precision_a_candidate_s_matmuls_run_in(device, knobs, patches, precision):
-    the_contract = _precision(device, DTYPE, TF32)
-    cand = replace(candidate(**knobs, patches=patches),
-                   knobs={**the_contract.defaults(), **knobs})
-    assert matmul_precision(cand, the_contract, "fp32") == precision
+    the_contract = _precision(DTYPE, TF32)
+    cand = replace(candidate(**knobs, patches=patches), knobs={**the_contract.defaults(), **knobs})
+    assert matmul_precision(cand, the_contract, "fp32", device) == precision
 
 
 def test_doctor_keeps_the_job_s_peak_in_each_precision():
