@@ -46,7 +46,7 @@ def comparison(report: Report) -> Table:
         ["step time (median)", formatting.seconds(b.step_s), formatting.seconds(q.step_s),
          f"speedup {formatting.interval(report.step_speedup)}" if report.step_speedup else "–"],
         ["tokens/s", formatting.rate(b.tokens_per_s), formatting.rate(q.tokens_per_s), _ratio(q.tokens_per_s, b.tokens_per_s)],
-        ["MFU", _mfu(b), _mfu(q), _ratio(q.mfu, b.mfu)],
+        ["MFU", _mfu(b), _mfu(q), _ratio(q.mfu, b.mfu) if q.mfu_dtype == b.mfu_dtype else "–"],  # of other peaks
         ["peak memory", formatting.memory(b.peak_bytes), formatting.memory(q.peak_bytes), peak_change],
         [f"job ({report.planned_steps} steps + start-up)", formatting.seconds(b.job_s), formatting.seconds(q.job_s),
          f"speedup {formatting.interval(report.job_speedup)}" if report.job_speedup else "–"],

@@ -100,7 +100,7 @@ def test_a_bf16_promotion_s_mfu_is_read_against_the_bf16_peak(tmp_path):
     assert r.baseline.mfu == pytest.approx(FLOPS / r.baseline.step_s / 71e9)
     assert "the promoted candidate's against 300.0 GFLOP/s bf16" in r.peak_flops
     cell = f"{r.promoted.mfu:.1%} of bf16"
-    assert f"| MFU | {r.baseline.mfu:.1%} of fp32 | {cell} |" in markdown.render(document.blocks(r, {}), tmp_path)
+    assert f"| MFU | {r.baseline.mfu:.1%} of fp32 | {cell} | – |" in markdown.render(document.blocks(r, {}), tmp_path)
     assert cell in html.render(document.blocks(r, {}), "report")
     result = OptimizeResult(status=r.run_status, message=r.run_message,
                             report=ReportResult(status="ok", message="", report=r))
