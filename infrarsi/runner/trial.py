@@ -92,6 +92,11 @@ class TrialSpec:
     """Doctor's normal background (runner/interference.py): a step beyond it is disturbed, never
     counts toward aborting the run as slow, and a run disturbed overall ends ``disturbed``. None:
     interference is recorded, nothing is judged disturbed (doctor's own runs measure the normal)."""
+    startup_limit_s: float | None = None
+    """A start-up longer than this (doctor's ``startup_limit_s``) ends the run ``disturbed``: an
+    earlier process left the machine slower for the next one (page cache evicted, /dev/shm filled,
+    a leftover thread). Verification holds every run of a candidate that declares no one-off
+    start-up to it; None: start-up is not judged."""
     on_event: EventSink = ignore
 
     def __post_init__(self) -> None:
@@ -275,7 +280,8 @@ class _Trial:
         report = feed.finish()
         self._measure(report, watchdog)
         self._whole_process(report, control, launched)
-        disturbed = self._interference(report, control, launched)
+        disturbed = (self._interference(report, control, launched)
+                     or accounting.startup_jumped(self.result.startup_s, self.spec.startup_limit_s))
         tampered = self._run_tampering(workspace)
         if tampered:
             return self.fail(TrialStatus.CONTRACT, tampered)
