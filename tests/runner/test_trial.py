@@ -205,3 +205,13 @@ def test_an_honest_run_leaves_no_bytecode_and_stays_ok(make_repo):
     result, _ = trial(repo, contract)
     assert result.ok, result.detail
     assert "late.VALUE = source;" in Path(result.log_path).read_text()
+
+
+def test_a_start_up_beyond_doctors_is_a_disturbance_not_a_measurement(make_repo):
+    """A process that starts much slower than doctor's baseline runs did follows one that left the
+    machine slower (issue 49): verification's runs held to doctor's start-up end disturbed."""
+    repo, contract = make_repo("good.py")
+    held, _ = trial(repo, contract, {"step_s": 0.01}, startup_limit_s=0.01)
+    assert held.status is TrialStatus.DISTURBED and "beyond the 0.01 s the baseline's runs in doctor allow" in held.detail
+    free, _ = trial(repo, contract, {"step_s": 0.01}, startup_limit_s=held.startup_s + 60)
+    assert free.status is TrialStatus.OK, free.detail
