@@ -173,7 +173,7 @@ def speedup_interval(
         return SpeedupInterval(point, point, point)
     df = (vb + vc) ** 2 / (vb**2 / (len(lb) - 1) + vc**2 / (len(lc) - 1))
     half = t_quantile(0.5 + confidence / 2, df) * se
-    return SpeedupInterval(point, math.exp(diff - half), math.exp(diff + half))
+    return SpeedupInterval(point, _exp(diff - half), _exp(diff + half))
 
 
 NOISIER_LEVEL = 0.95
@@ -205,7 +205,7 @@ def pooled_speedup_interval(base_times: list[float], cand_times: list[float], co
     se = math.sqrt(ss / df * (1 / len(base_times) + 1 / len(cand_times)))
     half = t_quantile(0.5 + confidence / 2, df) * se
     diff = math.log(welch.point)
-    return SpeedupInterval(welch.point, math.exp(diff - half), math.exp(diff + half))
+    return SpeedupInterval(welch.point, _exp(diff - half), _exp(diff + half))
 
 
 def futile(interval: SpeedupInterval, rounds: int, most: int, confidence: float, floor: float,
@@ -288,6 +288,12 @@ def loss_tolerance(
         numerics_tolerance=numerics,
         rule=rule,
     )
+
+
+def _exp(x: float) -> float:
+    """An interval's bound: t at one or two degrees of freedom and a high level can be thousands of
+    standard errors wide, beyond what a float's exponent holds."""
+    return math.exp(max(-700.0, min(700.0, x)))
 
 
 def _f_quantile(q: float, dfn: float, dfd: float) -> float:

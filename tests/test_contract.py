@@ -109,7 +109,7 @@ network = true
 read_only = ["/data"]
 
 [verify]
-candidates = 1
+candidates = 2
 most_rounds = 4
 """
 
@@ -119,7 +119,7 @@ def test_the_owners_tables_are_written_by_hand_and_stay_out_of_the_hash(repo):
     path.write_text(path.read_text() + POLICIES)
     loaded = load_contract(repo)
     assert loaded.sandbox_policy.network and loaded.sandbox_policy.read_only == ["/data"]
-    assert loaded.verify_policy == VerifyPolicy(candidates=1, least_rounds=3, most_rounds=4)
+    assert loaded.verify_policy == VerifyPolicy(candidates=2, least_rounds=2, most_rounds=4)
     assert contract().verify_policy == VerifyPolicy() and loaded.digest() == contract().digest()
     # A field init wrote, edited the same way, is still refused.
     path.write_text(path.read_text().replace("planned_steps = 100", "planned_steps = 10"))

@@ -125,3 +125,9 @@ def test_a_lone_outlier_step_does_not_set_the_within_run_noise():
     stats = noise.step_noise(runs)
     assert stats.within_run_cv < 0.02 and stats.min_speedup < 1.05
     assert noise.within_cv(runs[0]) == pytest.approx(noise.cv(runs[0]))  # nothing to leave out
+
+
+def test_an_interval_at_a_high_level_on_two_wild_samples_is_wide_not_an_error():
+    wide = noise.speedup_interval([1.0, 400.0], [2.0, 0.001], 0.9999)
+    assert wide.low == pytest.approx(0.0, abs=1e-200) and wide.high > 1e100
+    assert noise.pooled_speedup_interval([1.0, 400.0], [2.0, 0.001], 0.9999, ([5.0, 6.0],)).high > 1e10
