@@ -1,7 +1,7 @@
 """The search: which trial to run next, from every trial so far (pure; runs no processes).
 
 ``SearchSpace`` (valid candidates and their encoding), ``TimeModel`` (GP on log step time with
-the prior as its mean), ``MemoryModel`` (Tobit on log peak; memory prices), ``prior_checks``
+the prior as its mean and pairwise interactions where the priors expect them), ``MemoryModel`` (Tobit on log peak; memory prices), ``prior_checks``
 (prior vs observed), and samplers sharing ``ask(history) -> Proposal | None``.
 """
 

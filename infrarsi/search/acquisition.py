@@ -20,6 +20,10 @@ from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePrediction
 
+MIN_GAIN = math.log(1.01)
+"""A gain in log job time worth a trial: what re-verification's interval must clear to promote
+(``noise.PROMOTION_FLOOR``, 1%); a smaller one could never be shown."""
+
 
 @dataclass(frozen=True, slots=True)
 class Scores:
@@ -41,6 +45,12 @@ def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.nd
     sd = np.maximum(sd, 1e-9)
     z = (best - mean) / sd
     return (best - mean) * ndtr(z) + sd * np.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
+
+
+def p_gain(time: TimePrediction, best_log_job: float, gain: float = MIN_GAIN) -> np.ndarray:
+    """P(log job time < ``best_log_job`` - ``gain``) on the time model's posterior: the chance a
+    candidate beats the best by more than ``gain``."""
+    return ndtr((best_log_job - gain - time.log_job) / np.maximum(time.log_job_sd, 1e-9))
 
 
 def score(time: TimePrediction, p_fits: np.ndarray, best_log_job: float, p_runs: np.ndarray | None = None) -> Scores:

@@ -15,11 +15,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from infrarsi.priors.types import PriorTable
-from infrarsi.search.acquisition import memory_saver_pair, score
+from infrarsi.search.acquisition import MIN_GAIN, memory_saver_pair, p_gain, score
 from infrarsi.search.crash_model import p_runs, p_runs_each
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
 from infrarsi.search.history import distinct, failed_keys, measured_fast, measured_job_s, measured_keys
+from infrarsi.search.interactions import PairKernel
 from infrarsi.search.memory_guard import nearest_distance, oom_dominated, oom_savers
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.part_interactions import PartInteractions
@@ -52,6 +53,9 @@ this confidence, below EI_P_FITS's: the pairing is how a hungry fast setting run
 at 0.5, 0.7 / 1.3 / 1.1 / 0.8 OOM trials per run (at most 2-3); at 0.6, 0.6 / 1.2 / 1.0 / 0.7 (at
 most 1-2) with as many or more runs reaching 95 % of the optimum; at 0.7, the 7B's runs reaching it
 fall from 88 % to 48 %. A saver must be one by the priors' prices too (``oom_savers``'s ``believed``)."""
+RANK_P_FITS = 0.8
+"""A measured candidate the memory model gives less than this of fitting is ranked for
+re-verification after those it is surer of (``top_candidates``)."""
 TRUST_DISTANCE = 2
 """Expected improvement and the memory pairing choose within this many dimensions of a trial that
 ran in memory, while any candidate there is left: each of the memory model's parts is additive,
@@ -59,11 +63,15 @@ and further out its misfit (an interaction of three settings) is what decides wh
 fits."""
 SEED_DISTANCE = 3
 """Settings a prior-guided seed differs in from every earlier trial, where the space allows."""
-CONVERGED_GAIN = 0.001
-"""Expected gain (EI x P(fits) x P(runs), log job time) below which no untried candidate is worth
-its trial: a tenth of the promotion bar (log 1.01). On the synthetic dense surface (16 runs) a
-fifth already stopped one run at 94% of the optimum; a tenth found it every time, after as few
-trials."""
+CONVERGED_CHANCE = 0.05
+"""The search may stop once no untried candidate has this chance (P(gain > MIN_GAIN) x P(fits) x
+P(runs), on the time model's posterior, interactions included) of beating the best measured one.
+It once stopped on expected improvement below 0.1% of job time (issue 53): an expectation that
+small is what a model sure of a wrong belief gives, and after two slow trials of bf16, both with
+SDPA, the additive model was sure bf16 was slow everywhere."""
+LARGE_EFFECT = math.log(1.25)
+"""A setting measured this much slower (its data-only log effect) than the baseline, against its
+prior, is not written off before it has been tried in another context: see ``_one_context``."""
 CONVERGE_AFTER_OK = 5
 """Completed trials (the baseline's included) before the search may stop: the model's uncertainty
 is only as good as the runs behind it. With two, one oversubscribed 2-process x 2-thread trial
@@ -101,6 +109,7 @@ class InfraRSISampler(Sampler):
         noise_cv: float | None = None,
         min_speedup: float = math.inf,
         interactions: PartInteractions | None = None,
+        pairs: bool = True,
         seed: int = 0,
     ):
         """``noise_floor``: doctor's run-to-run sd of log step time, when known; ``noise_cv`` the
@@ -109,7 +118,8 @@ class InfraRSISampler(Sampler):
         model before the search may call itself converged (infinite: no such guard); ``seeds``
         the experience bank's, and ``unbanked`` the priors without the bank's findings, which the
         models fall back to once the trials contradict the bank (``bank_contradicted``);
-        ``interactions`` the layout's known effects on the memory's parts."""
+        ``interactions`` the layout's known effects on the memory's parts; ``pairs`` whether the
+        time model has its pairwise interaction terms (False: additive, for comparison)."""
         self.space = space
         self.priors = priors or PriorTable()
         self.seeds = list(seeds)
@@ -118,7 +128,7 @@ class InfraRSISampler(Sampler):
         self.seed = seed
         self.enumerate = space.size() <= enumerate_limit
         self.min_speedup = min_speedup
-        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv),
+        self._models = [(TimeModel(space, p, noise_floor=noise_floor, noise_cv=noise_cv, interactions=pairs),
                          MemoryModel(space, p, interactions=interactions))
                         for p in (self.priors, unbanked if unbanked is not None else self.priors)]
         self.time, self.memory = self._models[0]
@@ -126,6 +136,8 @@ class InfraRSISampler(Sampler):
             k for k in space.setting_keys if self.priors.get(k) != unbanked.get(k)}
         """Settings whose priors the bank moved."""
         self._prior_time = setting_priors(space, self.priors, "time").mean
+        self._pairs = PairKernel.of(space)
+        """The pair priors, for which dimension a setting most likely interacts with (``_one_context``)."""
         self.stop_reason = ""
         """Why the last ``ask`` proposed nothing."""
 
@@ -147,7 +159,9 @@ class InfraRSISampler(Sampler):
 
     def ask(self, history: list[TrialResult]) -> Proposal | None:
         """The next candidate to run; None (``stop_reason`` says why) once every valid candidate
-        has been measured or none left is expected to gain ``CONVERGED_GAIN``."""
+        has been measured, or none left has ``CONVERGED_CHANCE`` of beating the best by
+        ``MIN_GAIN``, no surprising slow setting waits for another context (``_one_context``) and
+        the model accounts for every measured speed-up (``disputed``)."""
         # The matrices are small: a multi-threaded BLAS only spins against the trials' own threads.
         with threadpool_limits(limits=1, user_api="blas"):
             contradicted = self.bank_contradicted(history)
@@ -294,6 +308,7 @@ class InfraRSISampler(Sampler):
             self.stop_reason = ("every candidate left is at least as memory-hungry as one that ran out of memory "
                                 "or holds a setting that broke the job")
             return None
+        untried = fresh
         near = fresh & self._near_fits(history, pool)
         if near.any():
             fresh = near
@@ -314,7 +329,8 @@ class InfraRSISampler(Sampler):
             savers = oom_savers(space, fitted, pool.indicator, space.indicator(_oomed(history)),
                                 np.where(prior.known, prior.mean, fitted))
             likely |= fresh & savers & (p_fits >= SAVER_P_FITS)
-        pick = int(np.argmax(np.where(likely if likely.any() else fresh, scores.value, -np.inf)))
+        choice = likely if likely.any() else fresh
+        pick = int(np.argmax(np.where(choice, scores.value, -np.inf)))
         # The memory savers' pair of the fastest predicted candidate, where it scores at least what
         # expected improvement picks: once the memory model priced the activations from the shape,
         # the pairs it preferred were detours (the simulated 7B with a 70B's bank: five in a row at
@@ -325,18 +341,68 @@ class InfraRSISampler(Sampler):
                 reason = f"memory savers for the fastest predicted ({describe(space, pool.candidates[anchor])})"
                 return Proposal(pool.candidates[pair], reason, self._predicted(scores, memory, pool, pair))
         reason = "expected improvement x P(fits) x P(runs)"
-        if may_stop and scores.value[pick] < CONVERGED_GAIN:
-            disputed = self.disputed(history)
-            if not disputed:
-                self.stop_reason = (f"converged: the most promising untried candidate "
-                                    f"({describe(space, pool.candidates[pick])}) is expected to gain "
-                                    f"{scores.value[pick]:.2%} of job time, below {CONVERGED_GAIN:.1%}")
-                return None
-            # The model says nothing is left to gain, yet it cannot account for a measured
-            # speed-up: it is wrong somewhere, so it has not converged.
-            reason += f" (not converged: the model does not rank {describe(space, disputed[0])}, measured faster, " \
-                      f"ahead of the baseline)"
+        if may_stop:
+            chance = np.where(choice, p_gain(pred, best) * scores.p_fits * scores.p_runs, 0.0)
+            top = int(np.argmax(chance))
+            if chance[top] < CONVERGED_CHANCE:
+                context = self._one_context(history, pool, untried & (p_fits >= 0.5), pred.log_job)
+                if context is not None:
+                    row, why = context
+                    return Proposal(pool.candidates[row], f"{reason} (not converged: {why})",
+                                    self._predicted(scores, memory, pool, row))
+                disputed = self.disputed(history)
+                if not disputed:
+                    self.stop_reason = (f"converged: the most promising untried candidate "
+                                        f"({describe(space, pool.candidates[top])}) has a {chance[top]:.1%} chance "
+                                        f"of gaining {math.expm1(MIN_GAIN):.0%} of job time, below "
+                                        f"{CONVERGED_CHANCE:.0%}")
+                    return None
+                # The model says nothing is left to gain, yet it cannot account for a measured
+                # speed-up: it is wrong somewhere, so it has not converged.
+                reason += f" (not converged: the model does not rank {describe(space, disputed[0])}, measured " \
+                          f"faster, ahead of the baseline)"
         return Proposal(pool.candidates[pick], reason, self._predicted(scores, memory, pool, pick))
+
+    def _one_context(self, history: list[TrialResult], pool: CandidateSet, allowed: np.ndarray,
+                     log_job: np.ndarray) -> tuple[int, str] | None:
+        """A candidate that tries a surprising slow setting in a context it has not been tried in,
+        and why; None when there is none. A setting is surprising when its trials measured it
+        ``LARGE_EFFECT`` slower and its prior check failed (bf16, believed faster, measured slower);
+        its context is the value its likeliest partner held in the trials that held it (whatever
+        their status: an OOM looked too), the dimension whose pair with it has the largest prior sd
+        (``PairKernel``: bf16's is the attention patch). Where every such trial held the same value
+        (bf16 always with SDPA), the slowness may be the pair's, and the model's pair term may be
+        too narrow to say so (its scale shrinks on a surface that is otherwise additive), so the
+        search is not converged until it has tried the setting with the partner moved: of the
+        ``allowed`` candidates that do, the one of lowest predicted ``log_job``."""
+        data = self.time.data
+        if data is None or not len(data.y):
+            return None
+        space = self.space
+        dims = np.array([space.knob_of(k) for k in space.setting_keys])
+        held = space.indicator(distinct([t.candidate for t in history])) > 0
+        for s in np.argsort(-self.time.data_effects):
+            key = space.setting_keys[s]
+            if self.time.data_effects[s] < LARGE_EFFECT:
+                break
+            others = [d for d in dict.fromkeys(dims) if d != dims[s]]
+            if key not in self.time.miscalibrated or not others:
+                continue
+            partner = max(others, key=lambda d: self._pairs.sd(dims[s], d))
+            cols = np.flatnonzero(dims == partner)
+            # The value each trial with the setting gave the partner: its column, or -1 (the default).
+            values = {int(cols[np.argmax(r)]) if r.any() else -1 for r in held[held[:, s]][:, cols]}
+            if len(values) != 1:
+                continue
+            (only,) = values
+            moved = pool.indicator[:, only] == 0 if only >= 0 else pool.indicator[:, cols].any(axis=1)
+            options = allowed & (pool.indicator[:, s] > 0) & moved
+            if options.any():
+                rows = np.flatnonzero(options)
+                context = space.setting_keys[only] if only >= 0 else f"{partner} at its default"
+                return int(rows[np.argmin(log_job[rows])]), (
+                    f"{key} measured {math.exp(self.time.data_effects[s]):.2f}x slower, only with {context}")
+        return None
 
     def disputed(self, history: list[TrialResult]) -> list[Candidate]:
         """Candidates measured faster than the baseline beyond ``min_speedup`` that the time model
@@ -371,7 +437,11 @@ class InfraRSISampler(Sampler):
 
     def top_candidates(self, history: list[TrialResult], k: int) -> list[RankedCandidate]:
         """The k measured-ok candidates the model ranks fastest (by predicted job time, which
-        pools every trial), not the k luckiest single runs. Deterministic failures are excluded."""
+        pools every trial), not the k luckiest single runs. Deterministic failures are excluded,
+        and a candidate the memory model gives less than ``RANK_P_FITS`` of fitting comes after
+        every one it is surer of: re-verification runs it again and again, and one that ran at
+        the budget's edge once (the MoE table's micro-batch 16 with SDPA: 715 MB of 718, its other
+        run out of memory) fails there, leaving nothing verified."""
         failed = failed_keys(history)
         runs: dict[str, list[TrialResult]] = {}
         for t in history:
@@ -382,7 +452,11 @@ class InfraRSISampler(Sampler):
             return []
         cands = [ts[0].candidate for ts in runs.values()]
         pred = self.time.predict(cands)
-        order = np.argsort(pred.log_job)[:k]
+        edge = np.zeros(len(cands), dtype=bool)
+        if self.memory.fit(history).fitted:
+            chosen = self.space.candidate_set(cands)
+            edge = self.memory.p_fits(chosen.features, self.space.budget_bytes, chosen.indicator) < RANK_P_FITS
+        order = np.lexsort((pred.log_job, edge))[:k]
         return [
             RankedCandidate(
                 cands[i], float(pred.step_s[i]), float(pred.job_s[i]), float(pred.log_step_sd[i]),

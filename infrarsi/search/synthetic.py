@@ -84,13 +84,16 @@ def result(cand: Candidate, status: TrialStatus = TrialStatus.OK, *, step: float
 
 
 class Surface:
-    """Log step time, log peak and start-up additive in the candidate's settings, plus noise."""
+    """Log step time, log peak and start-up additive in the candidate's settings, plus noise;
+    ``pair_effects`` adds a log step time to each candidate holding both settings of a pair."""
 
     def __init__(self, space: SearchSpace, time_effects: dict[str, float], mem_effects: dict[str, float],
                  *, base_step: float = 1.0, base_peak: float = 0.6 * GIB, noise: float = 0.02,
-                 base_startup: float = 3.0, startup_effects: dict[str, float] | None = None, seed: int = 0):
+                 base_startup: float = 3.0, startup_effects: dict[str, float] | None = None, seed: int = 0,
+                 pair_effects: dict[tuple[str, str], float] | None = None):
         self.space = space
         self.time = time_effects
+        self.pairs = pair_effects or {}
         self.mem = mem_effects
         self.base_step = base_step
         self.base_peak = base_peak
@@ -100,7 +103,9 @@ class Surface:
         self.rng = np.random.default_rng(seed)
 
     def log_step(self, cand: Candidate) -> float:
-        return math.log(self.base_step) + sum(self.time.get(k, 0.0) for k in self.space.settings(cand))
+        held = set(self.space.settings(cand))
+        return (math.log(self.base_step) + sum(self.time.get(k, 0.0) for k in held)
+                + sum(v for (a, b), v in self.pairs.items() if a in held and b in held))
 
     def log_peak(self, cand: Candidate) -> float:
         return math.log(self.base_peak) + sum(self.mem.get(k, 0.0) for k in self.space.settings(cand))

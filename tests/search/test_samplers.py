@@ -70,7 +70,7 @@ def test_infrarsi_stops_once_nothing_untried_is_worth_a_trial_having_found_the_o
         while len(history) < 40 and (proposal := sampler.ask(history)) is not None:
             history.append(surface.run(proposal.candidate))
         assert len(history) < 40 and sampler.stop_reason.startswith("converged: the most promising untried"), seed
-        assert "below 0.1%" in sampler.stop_reason
+        assert "chance of gaining 1% of job time, below 5%" in sampler.stop_reason
         found = min(surface.job_s(t.candidate) for t in history if t.ok)
         assert found == surface.job_s(surface.optimum()), seed
 
@@ -201,7 +201,7 @@ def _rough_priors(space: SearchSpace) -> PriorTable:
                           for k in space.setting_keys])
 
 
-def test_after_the_fastest_micro_batch_ooms_the_sampler_keeps_it_with_a_memory_saver():
+def test_after_the_fastest_micro_batch_ooms_the_sampler_tries_it_again_only_with_a_memory_saver():
     space = _space()
     surface = _surface(space, seed=0)  # micro-batch 16 is the fastest setting and never fits alone
     sampler, history = InfraRSISampler(space, _rough_priors(space)), []
@@ -209,6 +209,9 @@ def test_after_the_fastest_micro_batch_ooms_the_sampler_keeps_it_with_a_memory_s
         history.append(surface.run(proposal.candidate))
     first_oom = next(i for i, t in enumerate(history)
                      if t.status is TrialStatus.OOM and t.candidate.knobs["micro_batch_size"] == 16)
-    saved = [t for t in history[first_oom + 1:]
-             if t.candidate.knobs["micro_batch_size"] == 16 and t.candidate.knobs["activation_checkpointing"]]
-    assert saved and all(t.ok for t in saved), [(t.status.value, space.settings(t.candidate)) for t in history]
+    again = [t for t in history[first_oom + 1:] if t.candidate.knobs["micro_batch_size"] == 16]
+    assert all(t.ok and t.candidate.knobs["activation_checkpointing"] for t in again), \
+        [(t.status.value, space.settings(t.candidate)) for t in history]
+    # Checkpointing costs more here than micro-batch 16 gains (+0.17 against -0.10), so the pair
+    # need not run at all: the optimum is micro-batch 8's.
+    assert min(surface.job_s(t.candidate) for t in history if t.ok) == surface.job_s(surface.optimum())

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.search.acquisition import expected_improvement
+from infrarsi.search.acquisition import p_gain
 from infrarsi.search.gp import GP
-from infrarsi.search.infrarsi_sampler import CONVERGED_GAIN
+from infrarsi.search.infrarsi_sampler import CONVERGED_CHANCE
 from infrarsi.search.synthetic import DENSE_TIME, Surface, result
 from infrarsi.search.time_model import TimeModel
 from infrarsi.trials import TrialStatus
@@ -60,7 +60,9 @@ def test_a_right_prior_helps_before_any_data_on_the_setting(dense_space):
     with_prior, _ = _threads_effect(TimeModel(dense_space, prior).fit(history), dense_space)
     without, _ = _threads_effect(TimeModel(dense_space).fit(history), dense_space)
     assert with_prior == pytest.approx(math.log(1.8), abs=0.02)
-    assert abs(without) < 0.2
+    # Without it nothing is known of threads=1 (sd ~1): what the RBF's fit to the other settings
+    # leaves there is well under half the prior's effect.
+    assert abs(without) < 0.25
 
 
 def test_aborted_slow_trials_count_as_slower_than_their_bound(dense_space):
@@ -93,9 +95,12 @@ def test_gp_gradient_matches_finite_differences():
     y = X @ rng.normal(0, 0.3, 6) + 0.3 * np.sin(X.sum(1)) + rng.normal(0, 0.05, 30)
     gp = GP()
     lin, dist = 0.01 + X @ X.T, ((X[:, None] - X[None]) ** 2).sum(-1)
-    theta = np.log([0.05, 1.5, 0.01])
-    err = check_grad(lambda t: gp._neg_lml(t, X, y, lin, dist)[0], lambda t: gp._neg_lml(t, X, y, lin, dist)[1], theta)
-    assert err < 1e-4 * max(1.0, np.linalg.norm(gp._neg_lml(theta, X, y, lin, dist)[1]))
+    shared = X @ X.T
+    pairs = 0.01 * shared * (shared - 1) / 2
+    theta = np.log([0.05, 1.5, 0.01, 0.7])
+    err = check_grad(lambda t: gp._neg_lml(t, y, lin, dist, pairs)[0], lambda t: gp._neg_lml(t, y, lin, dist, pairs)[1],
+                     theta)
+    assert err < 1e-4 * max(1.0, np.linalg.norm(gp._neg_lml(theta, y, lin, dist, pairs)[1]))
 
 
 def test_a_start_up_prior_counts_before_any_compiled_trial(dense_space):
@@ -149,8 +154,8 @@ def test_a_knob_contradicted_at_the_values_tried_is_not_trusted_at_the_untried_o
     # is wrong at 8, so 16 is wide open, and could well beat 8.
     assert {"micro_batch_size=8", "micro_batch_size=2"} <= model.miscalibrated
     assert pred.log_step_sd[1] > 0.5
-    gain = expected_improvement(pred.log_job[1:], pred.log_job_sd[1:], pred.log_job[0])[0]
-    assert gain > 10 * CONVERGED_GAIN, gain
+    chance = p_gain(pred, pred.log_job[0])[1]
+    assert chance > 4 * CONVERGED_CHANCE, chance
 
 
 def test_a_knob_contradicted_above_its_default_keeps_its_priors_below_it(dense_space):
