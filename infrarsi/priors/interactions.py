@@ -16,8 +16,9 @@ which is what lets the search see that a setting tried in one context is unknown
 from __future__ import annotations
 
 DEFAULT_PAIR_SD = 0.02
-"""Any two settings: up to ~10% either way together beyond what each does alone (two 5% effects
-rarely add exactly; the per-setting priors' own sds are 0.03-0.3)."""
+"""Any two settings whose roles are not known to meet: up to ~4% either way together beyond what
+each does alone. Small, because a candidate holds many such pairs (six settings, fifteen pairs):
+at 0.05 their sum made every untried combination uncertain by 20%."""
 
 PATCH_ROLES = {
     "sdpa_attention": "attention_impl",
