@@ -32,7 +32,10 @@ much (log): a price that is zero give or take the fit's noise orders nothing."""
 def dim_membership(space: SearchSpace) -> np.ndarray:
     """Settings x dimensions: 1 where the setting moves that dimension (a knob, the coupled group, a patch)."""
     dims = sorted(set(space.setting_dims))
-    return np.array([[d == dim for dim in dims] for d in space.setting_dims], dtype=float).reshape(-1, len(dims))
+    membership = np.zeros((len(space.setting_dims), len(dims)))  # a space with no setting has no dimension
+    for i, d in enumerate(space.setting_dims):
+        membership[i, dims.index(d)] = 1.0
+    return membership
 
 
 def dim_prices(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray) -> np.ndarray:

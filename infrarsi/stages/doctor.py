@@ -138,7 +138,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     # Every later run is judged against the normal the baseline runs measured, and rerun when disturbed.
     runner = replace(runner, contract=contract)
     runner.judge_by(background)
-    on_event(Event("doctor", "report", f"the baseline for {lengths.short} steps (verification's short run)",
+    on_event(Event("doctor", "report", f"the baseline for {lengths.short} steps (verification's reference)",
                    repeats, total))
     short = runner.run(TrialArgs(candidate=Candidate(), name=f"the baseline for {lengths.short} steps",
                                  check_loss=False, steps=lengths.short,

@@ -82,9 +82,10 @@ def test_every_trial_is_accounted_for_by_status_and_cost(paced_run):
     assert kinds.count("baseline") == 1
     assert spent == RUN_TRIALS or (spent < RUN_TRIALS and result.search_ended.startswith("converged")), \
         (spent, result.search_ended)
-    # Every round runs the baseline and each candidate still in it, each at two lengths.
+    # Every round runs the baseline and each candidate still in it, each at two lengths (doctor's
+    # baseline pair is the first baseline round, never run again).
     rounds = max(len(v.statuses) for v in result.verdicts) // 2
-    assert rounds >= 3 and kinds.count("verification") == 2 * rounds + sum(len(v.statuses) for v in result.verdicts)
+    assert rounds >= 2 and kinds.count("verification") == 2 * rounds + sum(len(v.statuses) for v in result.verdicts)
     valid = {s.value for s in TrialStatus}
     for row in result.trials:
         assert row.status in valid and row.wall_s > 0, row
