@@ -11,15 +11,15 @@ between two candidates is
 
     k(x, x') = sum over pairs A < B of  sd_AB^2 * g_A(x, x') * g_B(x, x')
 
-with ``g_A`` the weighted dot product of the two candidates' columns of A: with one sd ``t`` for
-every pair that is ``t^2 ((sum g)^2 - sum g^2) / 2``, and only the pairs known to be likelier need
-their own product. A pair no trial has held together keeps its whole variance in a candidate's
-prediction: a setting measured slow in one context stays open in another.
+with ``g_A`` the weighted dot product of the two candidates' columns of A. It is computed as the
+dot product of one feature per pair of columns from two dimensions, ``f_a f_b sd_AB`` (a few
+hundred on the simulated clusters). A pair no trial has held together keeps its whole variance in
+a candidate's prediction: a setting measured slow in one context stays open in another.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,8 +31,6 @@ DEVIATION_SHARE = 0.25
 """Of a power-of-two knob's interaction variance at its farthest value, what each value has of its
 own (the rest follows the trend per octave): micro-batch 16 with a pair's sd s has variance
 1.25 s^2 of which 0.25 its own, micro-batch 8 0.5 s^2 (a quarter from the trend)."""
-CHUNK = 4096
-"""Candidates per block when the pool is large: the per-dimension products stay a few MB."""
 
 
 def dimension_roles(space: SearchSpace) -> dict[str, str]:
@@ -45,7 +43,7 @@ def dimension_roles(space: SearchSpace) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PairKernel:
     """The covariance of the pairwise interaction terms, from candidates' setting indicators."""
 
@@ -53,11 +51,18 @@ class PairKernel:
     """(settings, columns): ``SearchSpace.setting_deltas``, each column scaled by its weight's root."""
     dims: list[np.ndarray]
     """Each dimension's columns."""
-    default_var: float
-    pairs: list[tuple[int, int, float]]
-    """Dimension pairs with a larger sd: their indices in ``dims`` and the variance they add."""
     names: list[str]
     """Each dimension's name (a knob's, or ``patch:name``)."""
+    variance: np.ndarray
+    """(dimensions, dimensions): each pair's prior variance."""
+    left: np.ndarray
+    right: np.ndarray
+    """The two columns of each pair feature."""
+    weight: np.ndarray
+    """Each pair feature's sd."""
+    _seen: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    """The last few indicator matrices seen and their features (the enumerated pool is the same
+    array every ask)."""
 
     @classmethod
     def of(cls, space: SearchSpace, default_sd: float = DEFAULT_PAIR_SD) -> PairKernel:
@@ -72,43 +77,35 @@ class PairKernel:
                 weight[log2[0]] = (1 - DEVIATION_SHARE) / max(octaves, 1.0) ** 2
                 weight[[j for j in cols if j != log2[0]]] = DEVIATION_SHARE
         dims = [np.array([j for j, col in enumerate(space.columns) if col.dim == name]) for name in names]
-        pairs = []
-        for a in range(len(names)):
-            for b in range(a + 1, len(names)):
-                sd = pair_time_sd(roles[names[a]], roles[names[b]])
-                if sd > default_sd:
-                    pairs.append((a, b, sd * sd - default_sd * default_sd))
-        return cls(space.setting_deltas * np.sqrt(weight), dims, default_sd * default_sd, pairs, names)
+        variance = np.array([[max(pair_time_sd(roles[a], roles[b]), default_sd) ** 2 for b in names]
+                             for a in names]).reshape(len(names), len(names))
+        dim_of = np.array([names.index(col.dim) for col in space.columns], dtype=int)
+        left, right = np.triu_indices(space.n_features, 1)
+        apart = dim_of[left] != dim_of[right]
+        left, right = left[apart], right[apart]
+        return cls(space.setting_deltas * np.sqrt(weight), dims, names, variance, left, right,
+                   np.sqrt(variance[dim_of[left], dim_of[right]]))
 
-    def _g(self, A: np.ndarray, B: np.ndarray | None) -> list[np.ndarray]:
-        """Per dimension, the weighted dot products of the rows' columns (B None: each row with itself)."""
-        FA = A @ self.deltas
-        FB = None if B is None else B @ self.deltas
-        if FB is None:
-            return [(FA[:, cols] ** 2).sum(axis=1) for cols in self.dims]
-        return [FA[:, cols] @ FB[:, cols].T for cols in self.dims]
-
-    def _combine(self, g: list[np.ndarray]) -> np.ndarray:
-        total = sum(g, np.zeros_like(g[0]))
-        out = self.default_var * (total * total - sum((x * x for x in g), np.zeros_like(g[0]))) / 2.0
-        for a, b, extra in self.pairs:
-            out += extra * g[a] * g[b]
+    def features(self, indicator: np.ndarray) -> np.ndarray:
+        """(rows, pair features): each row's product of every two columns from two dimensions,
+        times the pair's sd."""
+        for seen, out in self._seen:
+            if seen is indicator:
+                return out
+        F = indicator @ self.deltas
+        out = F[:, self.left] * F[:, self.right] * self.weight
+        self._seen = [(indicator, out), *self._seen[:3]]
         return out
 
     def cross(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """The covariance between rows of setting-indicator matrices ``A`` and ``B``."""
-        if not self.dims:
-            return np.zeros((len(A), len(B)))
-        return np.vstack([self._combine(self._g(A[i:i + CHUNK], B)) for i in range(0, max(len(A), 1), CHUNK)])
+        FA = self.features(A)
+        return FA @ self.features(B).T
 
     def diag(self, A: np.ndarray) -> np.ndarray:
         """Each row's own variance (``cross(A, A)``'s diagonal)."""
-        if not self.dims:
-            return np.zeros(len(A))
-        return self._combine(self._g(A, None))
+        return (self.features(A) ** 2).sum(axis=1)
 
     def sd(self, a: str, b: str) -> float:
         """The prior sd of the pair of dimensions named ``a`` and ``b`` (at a unit encoding)."""
-        i, j = sorted((self.names.index(a), self.names.index(b)))
-        extra = next((e for x, y, e in self.pairs if (x, y) == (i, j)), 0.0)
-        return float(np.sqrt(self.default_var + extra))
+        return float(np.sqrt(self.variance[self.names.index(a), self.names.index(b)]))
