@@ -29,18 +29,25 @@ declares (``runner.accounting.startup_problem``), and its step records tell the 
 wall time: a record-based per-step speed-up outside the whole-process interval (widened by the
 floor) is a contract breach (:data:`RECORDS_DISAGREE`), whatever either figure says.
 
-Interleaving (baseline, A, B, baseline, A, B …) spreads slow drifts of the machine over all arms
-instead of one. A rerun that other processes disturbed (runner/interference.py) is repeated by the
-caller (experiment/quiet.py) rather than widening the interval; one still disturbed after its reruns
-counts as a missing measurement, never as a failure of its candidate.
+Every round runs every arm at both lengths in an order drawn at random (:data:`ORDER`), so a slow
+drift of the machine, or a run that leaves it slower for the next process, falls on all arms
+alike; every run of a candidate that declares no one-off start-up is held to doctor's start-up
+(``TrialSpec.startup_limit_s``). A rerun that other processes disturbed (runner/interference.py)
+is repeated by the caller (experiment/quiet.py) rather than widening the interval; one still
+disturbed after its reruns counts as a missing measurement, never as a failure of its candidate.
+Doctor's baseline pair at these lengths is the first baseline round (``reference``): measured
+once, never run again.
 
-How many rounds is sequential (:class:`Rounds`): at least ``least``, then one more at a time while
-a candidate's interval still straddles the floor and the rounds left could lift it past the floor
-if its speedup held (``noise.futile``), up to ``most``. One slow round on a busy machine
-then widens the interval instead of deciding the run. Looking after every round would inflate the
-false-promotion rate, and so would judging several candidates, so each interval gets a Bonferroni
-share of the error (looks × candidates): all the intervals hold together with the stated
-confidence, and that is the "95% CI" the report prints.
+What a verification costs follows from the noise doctor measured: the long length is the one
+whose rounds cost the fewest seconds, start-ups included (:meth:`Lengths.of`), and the rounds are
+as few as certify a ``TARGET_GAIN`` with 80% power (:func:`rounds_needed`). How many rounds is
+then sequential (:class:`Rounds`): at least ``least``, then one more at a time while a candidate's
+interval still straddles the floor and the rounds left could lift it past the floor if its speedup
+held (``noise.futile``), up to ``most``. Looking after every round would inflate the
+false-promotion rate, and so would judging several candidates, so each look spends a share of the
+error (:meth:`Rounds.level`) and the candidates share it evenly: all the intervals hold together
+with the stated confidence, and that is the "95% CI" the report prints. Each interval pools the
+spread of every arm measured in the same rounds (``noise.pooled_speedup_interval``).
 """
 
 from __future__ import annotations
