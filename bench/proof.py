@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import tempfile
@@ -33,21 +32,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from infrarsi.contract import STATE_DIR, load_contract, save_contract
+from bench.interference import fresh_copy
+from infrarsi.contract import load_contract, save_contract
 from infrarsi.records import load_doctor
 from infrarsi.records.run import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
-
-
-def fresh_copy(where: Path) -> Path:
-    repo = where / "dense_gpt"
-    shutil.copytree(ROOT / "fixtures" / "dense_gpt", repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR))
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=demo", "-c", "user.email=demo@localhost",
-                                                 "commit", "-qm", "baseline"]):
-        subprocess.run(["git", "-C", str(repo), *args], check=True)
-    return repo
 
 
 def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float]:
