@@ -38,7 +38,9 @@ def test_the_applied_commit_holds(ran, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert code == 0, shown
     assert shown["status"] == "holds" and shown["rev"] == applied.commit and shown["base"] == applied.base
-    assert shown["statuses"] == ["ok"] * 12  # 3 rounds of base and rev, each at two lengths
+    # At least 2 rounds of base and rev, each at two lengths; a run other processes disturbed (after
+    # its reruns) only lacks a measurement, and its round is left out.
+    assert set(shown["statuses"]) <= {"ok", "disturbed"} and shown["statuses"].count("ok") >= 8, shown["statuses"]
     point, low, _high = shown["speedup"]
     assert low > shown["floor"] and point > 3  # the paced best is ~5x the baseline
     assert shown["recorded"] is not None and shown["speedup"][2] >= shown["recorded"][1]
