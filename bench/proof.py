@@ -1,7 +1,7 @@
 """What proving an answer costs, and whether the proof can fail (issue 49).
 
-    .venv/bin/python -m bench.proof job [--repeats 1] [--startup-wait-s S] [--trials 20]
-    .venv/bin/python -m bench.proof campaigns --move threads=2 [--campaigns 20] [--trials 3]
+    .venv/bin/python -m bench.proof [--out DIR] job [--repeats 1] [--startup-wait-s S] [--trials 20]
+    .venv/bin/python -m bench.proof [--out DIR] campaigns --move threads=2 [--campaigns 20] [--trials 3]
 
 ``job``: the README's main job as a new user runs it: a fresh copy of fixtures/dense_gpt in a new git
 repo, then ``infrarsi optimize COPY "faster" --no-bank --json``. With ``--startup-wait-s S`` the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -33,12 +34,13 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.interference import fresh_copy
-from infrarsi.contract import load_contract, save_contract
+from infrarsi.contract import file_sha256, load_contract, save_contract
 from infrarsi.records import load_doctor
 from infrarsi.records.run import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
+DATA = "data.py"
 
 
 def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float]:
@@ -46,6 +48,17 @@ def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float]:
     done = subprocess.run([str(INFRARSI), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                           cwd=cwd)
     return done.returncode, time.monotonic() - began
+
+
+def keep(repo: Path, out: Path | None, name: str) -> None:
+    """The run's and doctor's records, kept in ``out`` as ``name``-run.json and ``name``-doctor.json
+    (the copy they came from is removed)."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for record in ("run.json", "doctor.json"):
+            source = repo / ".infrarsi" / record
+            if source.exists():
+                shutil.copy(source, out / f"{name}-{record}")
 
 
 def stages(repo: Path) -> dict[str, tuple[int, float]]:
@@ -82,6 +95,7 @@ def job(args: argparse.Namespace, console: Console) -> None:
             if args.startup_wait_s:
                 command += ["--", "python", "train.py", f"--load_wait_s={args.startup_wait_s:g}"]
             code, wall = infrarsi(*command, cwd=repo)
+            keep(repo, args.out, f"job-{i + 1}")
             cost = stages(repo)
             answer, speedup = promoted_words(repo)
         proof_s = cost["doctor"][1] + cost["verification"][1]
@@ -93,13 +107,18 @@ def job(args: argparse.Namespace, console: Console) -> None:
 
 
 def narrowed(repo: Path, knob: str, value: str) -> None:
-    """The contract with one move left: ``knob`` between its default and ``value``; no patch."""
+    """The contract with one move left: ``knob`` between its default and ``value``; no patch (the
+    one editable file is the data's, where no library patch finds a site)."""
     contract = load_contract(repo)
     target = contract.knob(knob)
     typed = type(target.default)(value) if target.default is not None else value
     knobs = [replace(k, tunable=k.name == knob, domain=[k.default, typed] if k.name == knob else k.domain)
              for k in contract.knobs]
-    save_contract(replace(contract, knobs=knobs, scope=replace(contract.scope, editable=[])), repo)
+    scope = contract.scope
+    locked = {**{path: file_sha256(repo / path) for path in scope.editable}, **scope.locked}
+    locked.pop(DATA, None)
+    save_contract(replace(contract, knobs=knobs, scope=replace(scope, editable=[DATA], functions=[], locked=locked)),
+                  repo)
 
 
 def campaigns(args: argparse.Namespace, console: Console) -> None:
@@ -118,6 +137,7 @@ def campaigns(args: argparse.Namespace, console: Console) -> None:
             code = code or infrarsi("doctor", str(repo), "--json")[0]
             code = code or infrarsi("run", str(repo), "--trials", str(args.trials), "--no-bank", "--json")[0]
             wall = time.monotonic() - began
+            keep(repo, args.out, f"campaign-{i + 1}")
             cost = stages(repo)
             answer, speedup = promoted_words(repo)
         promoted += answer.startswith("promoted")
@@ -146,6 +166,7 @@ def main() -> None:
     p.add_argument("--move", required=True, help="knob=value: the one move the contract keeps")
     p.add_argument("--campaigns", type=int, default=20)
     p.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="keep each run's run.json and doctor.json here")
     args = parser.parse_args()
     console = Console(width=200)
     (job if args.mode == "job" else campaigns)(args, console)
