@@ -87,7 +87,9 @@ start-up, four times what doctor's back-to-back runs showed (docs/benchmarks.md,
 verification)."""
 STEPS_SPREAD = 0.006
 """... and from its steps, as a share of their time: 62-step runs of the same job measured a step
-within 0.9% a round, 0.075 s of 12 s of steps."""
+within 0.9% a round, 0.075 s of 12 s of steps. A process keeps its own pace, though: the A/A
+campaigns of issue 49 measured the same configuration's per-step figure 2-5% apart process to
+process, so the share doctor's runs show (their medians' CV, ``step_cv``) is believed when larger."""
 POWER_Z = 0.84
 """Verification is sized so that a ``TARGET_GAIN`` candidate clears the floor in 80% of runs."""
 MIN_STEP_S = 1e-6
@@ -105,13 +107,13 @@ class Lengths:
 
     @classmethod
     def of(cls, workload: Workload, *, step_s: float | None = None, startup_s: float | None = None,
-           process_sd_s: float | None = None, policy: VerifyPolicy | None = None,
+           process_sd_s: float | None = None, step_cv: float = 0.0, policy: VerifyPolicy | None = None,
            floor: float = PROMOTION_FLOOR) -> Lengths:
         """The warm-up (at least one step) as the short length: the steps that carry one-off work
         (allocation, the counted FLOPs) are in both. The contract's length as the long one, longer
         when that makes verification cheaper: given the baseline's ``step_s``, its ``startup_s``
         and the spread of its whole-process time (``process_sd_s`` of doctor's runs, believed no
-        smaller than :meth:`spread` says), the long length whose rounds (as many as
+        smaller than :func:`spread` says from the runs' ``step_cv``), the long length whose rounds (as many as
         :func:`rounds_needed` says a ``TARGET_GAIN`` candidate needs, from the contract's
         ``policy``) cost the fewest seconds, start-ups included; at most MAX_EXTRA_S more of
         steps, never past the owner's planned length."""
@@ -126,7 +128,7 @@ class Lengths:
 
         def cost(n: int) -> tuple[float, int]:
             lengths = cls(short=short, long=n, planned=workload.planned_steps)
-            cv = lengths.round_cv(step_s=step_s, startup_s=startup_s, process_sd_s=process_sd_s)
+            cv = lengths.round_cv(step_s=step_s, startup_s=startup_s, process_sd_s=process_sd_s, step_cv=step_cv)
             rounds = rounds_needed(cv, policy or VerifyPolicy(), floor, arms=1, reference=1)
             per_round = 2 * startup_s + (short + n) * step_s
             return (rounds or math.inf) * per_round, -n if rounds is None else n
@@ -141,23 +143,25 @@ class Lengths:
             return cls(short=steps[0], long=steps[1], planned=workload.planned_steps)
         return cls.of(workload)
 
-    def round_cv(self, *, step_s: float, startup_s: float, process_sd_s: float | None) -> float:
+    def round_cv(self, *, step_s: float, startup_s: float, process_sd_s: float | None,
+                 step_cv: float = 0.0) -> float:
         """The relative spread of one round's projected job time (``whole_process``), from the
         baseline's step, its start-up and the spread of a whole process's time (``spread``): the
         job is the short run plus the rest of the planned steps at the pace of the difference, so
         both runs' spreads enter, the long one's multiplied by the planned steps over the steps
         between the two lengths."""
         k = (self.planned - self.short) / (self.long - self.short)
-        short, long = (spread(startup_s, n * step_s, process_sd_s) for n in (self.short, self.long))
+        short, long = (spread(startup_s, n * step_s, process_sd_s, step_cv) for n in (self.short, self.long))
         return math.hypot((1 - k) * short, k * long) / (startup_s + self.planned * step_s)
 
 
-def spread(startup_s: float, steps_s: float, process_sd_s: float | None) -> float:
+def spread(startup_s: float, steps_s: float, process_sd_s: float | None, step_cv: float = 0.0) -> float:
     """The run-to-run spread of a whole process's time believed for a run of ``startup_s`` and
     ``steps_s``: what doctor's runs showed (``process_sd_s``), but never less than
-    ``STARTUP_SPREAD`` of its start-up and ``STEPS_SPREAD`` of its steps together, nor
-    ``MIN_PROCESS_SD_S``."""
-    return max(process_sd_s or 0.0, MIN_PROCESS_SD_S, math.hypot(STARTUP_SPREAD * startup_s, STEPS_SPREAD * steps_s))
+    ``STARTUP_SPREAD`` of its start-up and the larger of ``STEPS_SPREAD`` and ``step_cv`` of its
+    steps together, nor ``MIN_PROCESS_SD_S``."""
+    steps = max(STEPS_SPREAD, step_cv) * steps_s
+    return max(process_sd_s or 0.0, MIN_PROCESS_SD_S, math.hypot(STARTUP_SPREAD * startup_s, steps))
 
 
 def rounds_needed(round_cv: float, policy: VerifyPolicy, floor: float, *, arms: int = 1,

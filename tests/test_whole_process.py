@@ -387,3 +387,12 @@ def test_the_pooled_spread_narrows_the_interval_unless_the_candidate_is_noisier(
     assert pooled.point == welch.point and welch.low < pooled.low < pooled.point < pooled.high < welch.high
     noisy = [8.0, 9.5, 7.0]
     assert pooled_speedup_interval(base, noisy, 0.99, (other,)) == speedup_interval(base, noisy, 0.99)
+
+
+def test_a_process_that_keeps_its_own_pace_widens_the_rounds_expected_spread():
+    """The A/A campaigns of issue 49 measured the same configuration 2-5% apart process to process:
+    doctor's runs' median steps that differ that much make verification plan for it."""
+    lengths = Lengths(short=3, long=45, planned=200)
+    steady = lengths.round_cv(step_s=0.2, startup_s=2.2, process_sd_s=0.05)
+    paced = lengths.round_cv(step_s=0.2, startup_s=2.2, process_sd_s=0.05, step_cv=0.04)
+    assert paced > 1.5 * steady and paced == pytest.approx(0.04, rel=0.1)

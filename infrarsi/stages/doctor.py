@@ -209,7 +209,7 @@ def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Length
     startups = [r.startup_s for r in runs if r.startup_s is not None]
     return Lengths.of(contract.workload, step_s=statistics.median(steps) if steps else None,
                       startup_s=statistics.median(startups) if startups else None, process_sd_s=_process_sd(runs),
-                      policy=contract.verify_policy)
+                      step_cv=_step_cv(runs), policy=contract.verify_policy)
 
 
 def _measured_contract(contract: Contract, runs: list[TrialResult], on_event: EventSink) -> Contract:
@@ -247,7 +247,13 @@ def _round_cv(lengths: Lengths, runs: list[TrialResult]) -> float | None:
     if not steps or not startups:
         return None
     return lengths.round_cv(step_s=statistics.median(steps), startup_s=statistics.median(startups),
-                            process_sd_s=_process_sd(runs))
+                            process_sd_s=_process_sd(runs), step_cv=_step_cv(runs))
+
+
+def _step_cv(runs: list[TrialResult]) -> float:
+    """How far the baseline runs' paces differ, process to process: their median steps' CV."""
+    medians = [statistics.median(r.step_times) for r in runs if r.step_times]
+    return noise.cv(medians) if medians else 0.0
 
 
 def _process_sd(runs: list[TrialResult]) -> float | None:
