@@ -106,10 +106,9 @@ def test_the_search_meets_the_budget_and_stops_slow_trials(paced_run):
     search = [r for r in result.trials if r.kind == "search"]
     assert result.search_ended == f"the budget of {RUN_TRIALS} trials" or \
         result.search_ended.startswith("converged: the most promising untried candidate"), result.search_ended
-    statuses = {r.status for r in search}
-    # An OOM is likely but not required: the memory model may pair micro-batch 16 with
-    # checkpointing before ever running it alone.
-    assert "aborted_slow" in statuses, statuses
+    # Neither an OOM nor a slow trial is required: the memory model may pair micro-batch 16 with
+    # checkpointing before ever running it alone, and the search that sees interactions (issue 53)
+    # may never run a clearly slower candidate (tests/runner/test_trial.py aborts one directly).
     for row in search:
         knobs = row.candidate["knobs"]
         # OOM exactly where the budget says: micro-batch 16 without checkpointing, and nowhere else.
