@@ -37,6 +37,7 @@ from bench.interference import fresh_copy
 from infrarsi.contract import file_sha256, load_contract, save_contract
 from infrarsi.records import load_doctor
 from infrarsi.records.run import load_run
+from infrarsi.report.model import stage_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
@@ -62,14 +63,10 @@ def keep(repo: Path, out: Path | None, name: str) -> None:
 
 
 def stages(repo: Path) -> dict[str, tuple[int, float]]:
-    """Launches and wall seconds of doctor, the search and verification, from what the run recorded."""
+    """Launches and wall seconds of doctor, the search and verification, as the report counts them."""
     doctor, run = load_doctor(repo), load_run(repo)
     assert doctor is not None and run is not None
-    verification = [t for t in run.trials if t.kind == "verification"]
-    search = [t for t in run.trials if t.kind != "verification"]
-    return {"doctor": (doctor.launches, doctor.wall_s),
-            "search": (len(search), sum(t.wall_s for t in search)),
-            "verification": (len(verification), sum(t.wall_s for t in verification))}
+    return {c.stage: (c.launches, c.wall_s) for c in stage_costs(doctor, run)}
 
 
 def promoted_words(repo: Path) -> tuple[str, tuple[float, float, float] | None]:

@@ -129,7 +129,7 @@ class Lengths:
         def cost(n: int) -> tuple[float, int]:
             lengths = cls(short=short, long=n, planned=workload.planned_steps)
             cv = lengths.round_cv(step_s=step_s, startup_s=startup_s, process_sd_s=process_sd_s, step_cv=step_cv)
-            rounds = rounds_needed(cv, policy or VerifyPolicy(), floor, arms=1, reference=1)
+            rounds = rounds_needed(cv, policy or _DEFAULT, floor, arms=1, reference=1)
             per_round = 2 * startup_s + (short + n) * step_s
             return (rounds or math.inf) * per_round, -n if rounds is None else n
 
