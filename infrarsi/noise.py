@@ -16,7 +16,9 @@ Three rules live here, each the single place it is decided:
   which measures several arms on one machine in the same rounds, pools their spread
   (:func:`pooled_speedup_interval`): one variance from every arm's rounds gives t the degrees of
   freedom two or three rounds of one arm cannot, and a candidate noisier than the pool is judged
-  by Welch's interval on its own spread instead.
+  by Welch's interval on its own spread instead. The pool is moderated toward the spread doctor
+  expects of a round (:class:`SpreadPrior`), so two rounds that happen to agree are not read as a
+  quiet machine, nor two that disagree as a noisy one.
 - **Loss tolerance** (:func:`loss_tolerance`). Same-seed reruns of the baseline show the run-to-run
   numerical spread (zero on a CPU, where they are bitwise identical; non-zero on GPUs with
   non-deterministic kernels). A rerun that only reorders float sums (another micro-batch split of
@@ -181,11 +183,26 @@ NOISIER_LEVEL = 0.95
 precision (:func:`pooled_speedup_interval`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SpreadPrior:
+    """The relative spread doctor expects of one measurement (a verification round's job time:
+    ``DoctorReport.round_cv``), believed as ``df`` degrees of freedom (doctor's baseline runs less
+    one). A pooled variance of ``d`` degrees of freedom is moderated toward it, ``(df·cv² + d·s²) /
+    (df + d)`` on ``df + d`` degrees of freedom: the scaled-inverse-chi-square posterior that
+    limma's moderated t uses, so a few rounds neither shrink an interval by agreeing by chance nor
+    leave it t's width at two degrees of freedom."""
+
+    cv: float
+    df: int
+
+
 def pooled_speedup_interval(base_times: list[float], cand_times: list[float], confidence: float = 0.95,
-                            others: tuple[list[float], ...] = ()) -> SpeedupInterval:
+                            others: tuple[list[float], ...] = (),
+                            prior: SpreadPrior | None = None) -> SpeedupInterval:
     """Speedup of the candidate over the baseline, its log-time variance pooled over the baseline,
     the candidate and ``others`` (every other arm measured in the same rounds, each about its own
-    mean: one-way analysis of variance's error term, with t at the pool's degrees of freedom).
+    mean: one-way analysis of variance's error term, with t at the pool's degrees of freedom), and
+    moderated toward ``prior`` when given.
 
     The pool assumes the arms share one spread, which interleaved runs of one job on one machine
     mostly do; a candidate whose own variance is larger than the rest's beyond an F test at
@@ -195,6 +212,8 @@ def pooled_speedup_interval(base_times: list[float], cand_times: list[float], co
     groups = [[math.log(x) for x in g] for g in (base_times, cand_times, *others) if len(g) >= 2]
     df = sum(len(g) - 1 for g in groups)
     ss = sum((x - statistics.fmean(g)) ** 2 for g in groups for x in g)
+    if prior is not None and prior.df > 0 and prior.cv > 0:
+        df, ss = df + prior.df, ss + prior.df * prior.cv ** 2
     rest_df = df - (len(cand_times) - 1)
     if ss == 0 or rest_df < 1:
         return welch

@@ -47,7 +47,8 @@ held (``noise.futile``), up to ``most``. Looking after every round would inflate
 false-promotion rate, and so would judging several candidates, so each look spends a share of the
 error (:meth:`Rounds.level`) and the candidates share it evenly: all the intervals hold together
 with the stated confidence, and that is the "95% CI" the report prints. Each interval pools the
-spread of every arm measured in the same rounds (``noise.pooled_speedup_interval``).
+spread of every arm measured in the same rounds, moderated toward the spread doctor expected of a
+round (``noise.pooled_speedup_interval``, ``noise.SpreadPrior``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from infrarsi.contract import VerifyPolicy, Workload
-from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, pooled_speedup_interval, t_quantile
+from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, SpreadPrior, futile, pooled_speedup_interval, t_quantile
 from infrarsi.records.verdict import Verdict
 from infrarsi.runner.accounting import startup_problem
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
@@ -78,8 +79,10 @@ RECORDS_DISAGREE = "the job's step records disagree with its wall time"
 MAX_EXTRA_S = 30.0
 """Steps are added to the long length only up to this many seconds of the baseline's steps: a
 verification round stays affordable on a job with a noisy start-up."""
-MIN_PROCESS_SD_S = 0.05
-"""The smallest run-to-run spread of a whole process's time believed from a few doctor runs."""
+MIN_PROCESS_SD_S = 0.15
+"""The smallest run-to-run spread of a whole process's time believed from a few doctor runs: the
+README job's verification short runs spread 0.15 s on two machines, with 2 and 4 s of start-up
+(docs/benchmarks.md, issue 49)."""
 STARTUP_SPREAD = 0.0375
 """The spread of a whole process's time believed from its start-up, as a share of it: across
 interleaved verification rounds of the README's job the processes spread 0.15 s with about 4 s of
@@ -108,15 +111,16 @@ class Lengths:
     @classmethod
     def of(cls, workload: Workload, *, step_s: float | None = None, startup_s: float | None = None,
            process_sd_s: float | None = None, step_cv: float = 0.0, policy: VerifyPolicy | None = None,
-           floor: float = PROMOTION_FLOOR) -> Lengths:
+           floor: float = PROMOTION_FLOOR, prior_df: int = 0) -> Lengths:
         """The warm-up (at least one step) as the short length: the steps that carry one-off work
         (allocation, the counted FLOPs) are in both. The contract's length as the long one, longer
         when that makes verification cheaper: given the baseline's ``step_s``, its ``startup_s``
         and the spread of its whole-process time (``process_sd_s`` of doctor's runs, believed no
         smaller than :func:`spread` says from the runs' ``step_cv``), the long length whose rounds (as many as
         :func:`rounds_needed` says a ``TARGET_GAIN`` candidate needs, from the contract's
-        ``policy``) cost the fewest seconds, start-ups included; at most MAX_EXTRA_S more of
-        steps, never past the owner's planned length."""
+        ``policy``, the spread believed as ``prior_df`` degrees of freedom) cost the fewest
+        seconds, start-ups included; at most MAX_EXTRA_S more of steps, never past the owner's
+        planned length."""
         short = max(1, workload.warmup_steps)
         long = max(workload.total_steps, short + 1)
         # A job is told the same step count in every run (runner.command.job_steps): none longer.
@@ -129,7 +133,7 @@ class Lengths:
         def cost(n: int) -> tuple[float, int]:
             lengths = cls(short=short, long=n, planned=workload.planned_steps)
             cv = lengths.round_cv(step_s=step_s, startup_s=startup_s, process_sd_s=process_sd_s, step_cv=step_cv)
-            rounds = rounds_needed(cv, policy or _DEFAULT, floor, arms=1, reference=1)
+            rounds = rounds_needed(cv, policy or _DEFAULT, floor, arms=1, reference=1, prior_df=prior_df)
             per_round = 2 * startup_s + (short + n) * step_s
             return (rounds or math.inf) * per_round, -n if rounds is None else n
 
@@ -165,16 +169,17 @@ def spread(startup_s: float, steps_s: float, process_sd_s: float | None, step_cv
 
 
 def rounds_needed(round_cv: float, policy: VerifyPolicy, floor: float, *, arms: int = 1,
-                  reference: int = 0) -> int | None:
+                  reference: int = 0, prior_df: int = 0) -> int | None:
     """The fewest rounds (from the policy's ``least_rounds`` to its ``most_rounds``) in which a
     ``TARGET_GAIN`` candidate clears ``floor`` at the last look with 80% power (``POWER_Z``),
-    each round's job time spread ``round_cv``, ``arms`` candidates sharing the error and
-    ``reference`` baseline rounds already measured; None when even the most do not."""
+    each round's job time spread ``round_cv`` (believed as ``prior_df`` degrees of freedom),
+    ``arms`` candidates sharing the error and ``reference`` baseline rounds already measured;
+    None when even the most do not."""
     gain = math.log(TARGET_GAIN) - math.log(floor)
     for most in range(policy.least_rounds, policy.most_rounds + 1):
         rounds = Rounds(least=policy.least_rounds, most=most)
         level = rounds.level(rounds.looks, arms)
-        df = (most + reference - 1) + arms * (most - 1)
+        df = (most + reference - 1) + arms * (most - 1) + prior_df
         se = round_cv * math.sqrt(1 / (most + reference) + 1 / most)
         if (t_quantile(0.5 + level / 2, df) + POWER_Z) * se <= gain:
             return most
@@ -265,14 +270,15 @@ class Rounds:
         return cls(least=policy.least_rounds, most=policy.most_rounds)
 
     @classmethod
-    def sized(cls, policy: VerifyPolicy, round_cv: float | None, floor: float, arms: int = 1,
+    def sized(cls, policy: VerifyPolicy, prior: SpreadPrior | None, floor: float, arms: int = 1,
               reference: int = 0) -> Rounds:
-        """As few rounds as :func:`rounds_needed` says, from ``round_cv`` (the relative spread of
-        one round's projected job time doctor expects: ``Lengths.round_cv``): from the contract's
-        ``least_rounds``, at most its ``most_rounds`` (those when unknown or not enough).
-        ``arms``: the candidates verified together; ``reference``: baseline rounds already
-        measured (doctor's pair)."""
-        most = rounds_needed(round_cv, policy, floor, arms=arms, reference=reference) if round_cv else None
+        """As few rounds as :func:`rounds_needed` says, from ``prior`` (the relative spread of one
+        round's projected job time doctor expects, ``Lengths.round_cv``, and its degrees of
+        freedom): from the contract's ``least_rounds``, at most its ``most_rounds`` (those when
+        unknown or not enough). ``arms``: the candidates verified together; ``reference``:
+        baseline rounds already measured (doctor's pair)."""
+        most = rounds_needed(prior.cv, policy, floor, arms=arms, reference=reference,
+                             prior_df=prior.df) if prior and prior.cv else None
         return cls(least=policy.least_rounds, most=most or policy.most_rounds)
 
     def __post_init__(self) -> None:
@@ -338,10 +344,12 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
                lengths: Lengths, floor: float, compare_steps: int,
                declared_startup: DeclaredStartup = lambda _: 0.0,
                untrusted: Untrusted = lambda _: False, reference: tuple[Pair, ...] = (),
+               prior: SpreadPrior | None = None,
                order: random.Random = ORDER) -> tuple[list[Verdict], list[Pair]]:
     """Rerun baseline and candidates in rounds until each candidate is decided; verdicts and the
     baseline's pairs (``reference`` first: the baseline's pair doctor already measured at these
-    lengths, which counts as a baseline round and is never run again).
+    lengths, which counts as a baseline round and is never run again). ``prior``: the spread of a
+    round's job time doctor expects, which every job interval is moderated toward.
 
     A candidate leaves the rotation once it is promoted, has failed a rerun, breached the contract,
     cannot clear the floor (its upper bound is below it, or the rest of the rounds could not lift
@@ -370,7 +378,7 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
             verdicts[arm.key()] = judge(arm, base_pairs, pairs[arm.key()], lengths=lengths, floor=floor,
                                         compare_steps=compare_steps, level=level, label=rounds.label(len(arms)),
                                         others=others, declared_startup_s=declared_startup(arm),
-                                        untrusted=untrusted(arm))
+                                        untrusted=untrusted(arm), prior=prior)
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
@@ -401,10 +409,10 @@ def _undecided(verdict: Verdict, floor: float, best: Verdict | None, done: int, 
 
 
 def _interval(base: list[float], cand: list[float], confidence: float,
-              others: tuple[list[float], ...] = ()) -> SpeedupInterval | None:
+              others: tuple[list[float], ...] = (), prior: SpreadPrior | None = None) -> SpeedupInterval | None:
     if len(base) < 2 or len(cand) < 2:
         return None
-    return pooled_speedup_interval(base, cand, confidence, others)
+    return pooled_speedup_interval(base, cand, confidence, others, prior)
 
 
 def _measured(pairs: list[Pair], lengths: Lengths, startup_s: float | None = None) -> list[tuple[Pair, WholeProcess]]:
@@ -446,13 +454,16 @@ def judge(
     others: tuple[list[Pair], ...] = (),
     declared_startup_s: float | None = 0.0,
     untrusted: bool = False,
+    prior: SpreadPrior | None = None,
 ) -> Verdict:
     """Promote or not, and say why, from the interleaved reruns of one candidate.
 
     ``level``: this interval's confidence, the share of the error its caller gives this look
     (``Rounds.level``), named ``label`` in the reason. ``others``: the other candidates' pairs of
     the same rounds, whose spread is pooled with this one's and the baseline's
-    (``noise.pooled_speedup_interval``).
+    (``noise.pooled_speedup_interval``); the job interval's is moderated toward ``prior``, the
+    spread doctor expects of a round's job time (the per-step one, a difference of two runs, has
+    its own).
     """
     cand_runs = [run for pair in cand_pairs for run in pair.runs]
     verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=[r.status.value for r in cand_runs])
@@ -487,7 +498,8 @@ def judge(
         verdict.reason = moved
         return verdict
     pooled = [_measured(p, lengths) for p in others]
-    job = _interval(verdict.base_job_s, verdict.cand_job_s, level, tuple([m.job_s for _, m in o] for o in pooled))
+    job = _interval(verdict.base_job_s, verdict.cand_job_s, level, tuple([m.job_s for _, m in o] for o in pooled),
+                    prior)
     step = _interval(verdict.base_step_s, verdict.cand_step_s, level, tuple([m.step_s for _, m in o] for o in pooled))
     records = _interval(verdict.base_record_step_s, verdict.cand_record_step_s, level)
     verdict.job_speedup = _triple(job)

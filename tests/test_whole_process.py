@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from infrarsi.noise import SpeedupInterval, futile
+from infrarsi.noise import SpeedupInterval, SpreadPrior, futile
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import (
     Lengths,
@@ -372,11 +372,11 @@ def test_rounds_are_sized_from_the_noise_doctor_expects():
     from infrarsi.contract import VerifyPolicy
 
     policy = VerifyPolicy(least_rounds=2, most_rounds=6)
-    quiet_, noisy, hopeless = (Rounds.sized(policy, cv, 1.01, reference=1) for cv in (0.01, 0.035, 0.5))
+    quiet_, noisy, hopeless = (Rounds.sized(policy, SpreadPrior(cv, 2), 1.01, reference=1) for cv in (0.01, 0.035, 0.5))
     assert quiet_.most == 2 and 2 < noisy.most < 6 and hopeless.most == 6
     assert Rounds.sized(policy, None, 1.01) == Rounds(least=2, most=6)
     # Two candidates share the error: more rounds for the same noise.
-    assert Rounds.sized(policy, 0.035, 1.01, arms=2, reference=1).most >= noisy.most
+    assert Rounds.sized(policy, SpreadPrior(0.035, 2), 1.01, arms=2, reference=1).most >= noisy.most
 
 
 def test_the_pooled_spread_narrows_the_interval_unless_the_candidate_is_noisier():
@@ -387,6 +387,24 @@ def test_the_pooled_spread_narrows_the_interval_unless_the_candidate_is_noisier(
     assert pooled.point == welch.point and welch.low < pooled.low < pooled.point < pooled.high < welch.high
     noisy = [8.0, 9.5, 7.0]
     assert pooled_speedup_interval(base, noisy, 0.99, (other,)) == speedup_interval(base, noisy, 0.99)
+
+
+def test_the_pool_is_moderated_toward_the_spread_doctor_expects():
+    """Two rounds that agree by chance are not read as a quiet machine, nor are two rounds worth
+    only t at three degrees of freedom: doctor's expected spread enters with its own."""
+    from infrarsi.noise import pooled_speedup_interval
+
+    base, cand = [40.6, 40.8, 42.5], [30.0, 30.7]
+    bare = pooled_speedup_interval(base, cand, 0.99)
+    sharper = pooled_speedup_interval(base, cand, 0.99, prior=SpreadPrior(0.02, 2))
+    assert sharper.point == bare.point and bare.low < sharper.low and sharper.high < bare.high
+    # Rounds that agree to 0.1% borrow no such precision: the prior's spread widens them.
+    lucky_base, lucky_cand = [40.00, 40.04], [30.00, 30.03]
+    lucky = pooled_speedup_interval(lucky_base, lucky_cand, 0.99)
+    held = pooled_speedup_interval(lucky_base, lucky_cand, 0.99, prior=SpreadPrior(0.03, 4))
+    assert held.low < lucky.low and held.high > lucky.high
+    # A prior of no degrees of freedom is no prior.
+    assert pooled_speedup_interval(base, cand, 0.99, prior=SpreadPrior(0.02, 0)) == bare
 
 
 def test_a_process_that_keeps_its_own_pace_widens_the_rounds_expected_spread():

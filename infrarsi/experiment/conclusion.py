@@ -52,13 +52,14 @@ def verify(session: TrialSession, context: Strategy, result: RunResult) -> None:
 
     # Doctor's baseline pair is a round already measured, unless the machine's normal changed since.
     reference = () if session.renormalized else session.reference
-    rounds = Rounds.sized(policy, session.round_cv, result.promotion_floor, arms=len(top), reference=len(reference))
+    rounds = Rounds.sized(policy, session.spread_prior, result.promotion_floor, arms=len(top), reference=len(reference))
     result.verdicts, _ = interleave(
         top, context.baseline(), run_one,
         rounds=rounds, lengths=session.lengths, floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: declared_startup(contract, cand),
-        untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches), reference=reference)
+        untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches), reference=reference,
+        prior=session.spread_prior)
     result.promoted = best_promoted(result.verdicts)
     if result.promoted:
         speedup = result.promoted.job_speedup

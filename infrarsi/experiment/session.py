@@ -77,8 +77,9 @@ class TrialSession:
         """Verification's two lengths: doctor's (``DoctorReport.verification_steps``)."""
         self.reference: tuple[Pair, ...] = Pair.recorded(doctor.reference_pair) if doctor else ()
         """Doctor's baseline pair at these lengths: verification's first baseline round."""
-        self.round_cv = doctor.round_cv if doctor else None
-        """The spread doctor expects of one verification round's job time (``Rounds.sized``)."""
+        self.spread_prior = doctor.spread_prior if doctor else None
+        """The spread doctor expects of one verification round's job time: how many rounds to
+        plan (``Rounds.sized``), and what each job interval is moderated toward."""
         self.startup_limit_s = doctor.startup_limit_s if doctor else None
         """Doctor's longest plausible start-up: verification's runs are held to it (``_args``)."""
         self.renormalized: list[dict] = []

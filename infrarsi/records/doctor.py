@@ -169,6 +169,7 @@ class DoctorReport:
     round_cv: float | None = None
     """The relative spread of one verification round's job time these runs lead to expect
     (``Lengths.round_cv``): how many rounds verification plans (``Rounds.sized``)."""
+
     startup_limit_s: float | None = None
     """The longest start-up a verification run of a candidate that declares none may have before
     it is judged disturbed (``accounting.startup_limit``): an earlier run left the machine slower."""
@@ -180,6 +181,12 @@ class DoctorReport:
     @property
     def repeats(self) -> int:
         return len(self.runs)
+
+    @property
+    def spread_prior(self) -> noise.SpreadPrior | None:
+        """``round_cv`` as the prior verification's intervals are moderated toward, believed as
+        many degrees of freedom as the baseline runs it came from less one."""
+        return noise.SpreadPrior(cv=self.round_cv, df=max(0, self.noise.runs - 1)) if self.round_cv else None
 
     def to_dict(self) -> dict:
         data = asdict(self)

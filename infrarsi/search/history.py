@@ -60,6 +60,22 @@ def measured_fast(history: list[TrialResult], baseline: Candidate, planned_steps
     return [c for s, c in sorted(speedups, key=lambda sc: -sc[0]) if s > min_speedup]
 
 
+def unmatched_fastest(history: list[TrialResult], chosen: list[Candidate], baseline: Candidate,
+                      planned_steps: int, min_speedup: float) -> list[Candidate]:
+    """The fastest of :func:`measured_fast`, unless one of ``chosen`` measured within
+    ``min_speedup`` (doctor's noise floor) of it: a model may rank first a setting it never ran or
+    one it ran slower, and what the trials showed is then verified too; two measured within noise
+    of each other are one answer, verified once."""
+    fast = measured_fast(history, baseline, planned_steps, min_speedup)
+    if not fast:
+        return []
+    speedups = _measured_speedups(history, baseline, planned_steps)
+    best = speedups[fast[0].key()][0]
+    if any(c.key() in speedups and best / speedups[c.key()][0] <= min_speedup for c in chosen):
+        return []
+    return fast[:1]
+
+
 def measured_slow(history: list[TrialResult], baseline: Candidate, planned_steps: int,
                   min_speedup: float) -> set[str]:
     """Candidates whose median measured job time is slower than the baseline's by more than

@@ -20,7 +20,7 @@ from infrarsi.project import Project
 from infrarsi.records import BankPriorRow, HardwareFingerprint, MemoryPriceRow, PriorCheckRow
 from infrarsi.search.calibration import prior_checks
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
-from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow
+from infrarsi.search.history import distinct, measured_fast, measured_keys, measured_slow, unmatched_fastest
 from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
@@ -136,9 +136,10 @@ class Strategy:
     def to_verify(self, history: list[TrialResult], k: int) -> list[Candidate]:
         """What re-verification reruns: the ``k`` best ranked ahead of the baseline, plus every
         candidate measured faster than the baseline beyond doctor's noise floor that the ranking
-        leaves out (its model disagrees with a measurement) and the fastest measured one: what the
-        trials showed is checked, whatever the model believes; and none measured slower than the
-        baseline beyond that floor, however the model ranks it."""
+        leaves out (its model disagrees with a measurement) and the fastest measured one unless a
+        chosen one measured within that floor of it (``unmatched_fastest``): what the trials showed
+        is checked, whatever the model believes; and none measured slower than the baseline beyond
+        that floor, however the model ranks it."""
         baseline = self.baseline()
         planned = self.contract.workload.planned_steps
         slow = measured_slow(history, baseline, planned, self.min_speedup)
@@ -147,8 +148,8 @@ class Strategy:
         keys = [c.key() for c in ranked]
         ahead = set(keys[:keys.index(baseline.key())] if baseline.key() in keys else keys)
         fast = measured_fast(history, baseline, planned, self.min_speedup)
-        extra = [c for i, c in enumerate(fast) if i == 0 or c.key() not in ahead]
-        return distinct(chosen + extra)
+        extra = [c for c in fast if c.key() not in ahead]
+        return distinct(chosen + extra + unmatched_fastest(history, chosen, baseline, planned, self.min_speedup))
 
     def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
         """What to re-verify: the sampler's ranking (InfraRSI's by its model; the others', and any
