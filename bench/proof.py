@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.proof [--out DIR] job [--repeats 1] [--startup-wait-s S] [--trials 20]
     .venv/bin/python -m bench.proof [--out DIR] campaigns --move threads=2 [--campaigns 20] [--trials 3]
+        [--owner-args "--micro_batch_size=2"]
 
 ``job``: the README's main job as a new user runs it: a fresh copy of fixtures/dense_gpt in a new git
 repo, then ``infrarsi optimize COPY "faster" --no-bank --json``. With ``--startup-wait-s S`` the
@@ -14,8 +15,11 @@ search, and the promoted candidate with its interval (hi/lo is the interval's wi
 campaign on its own fresh copy with its own doctor and study, the contract narrowed to one move
 (``--move knob=value``: every other knob fixed, no editable file, so no patch). A no-op move
 (``threads=2`` on a 2-core machine, where it is torch's own default) is the A/A test: nothing may
-be promoted. A move with a real gain on real compute measures how often it is certified. Prints
-each campaign's verdict and interval, then promotions and the intervals' low ends.
+be promoted. A move with a real gain on real compute measures how often it is certified: with
+``--owner-args`` the owner's command carries them (``python train.py ARGS``), so the baseline is
+what they set (``--owner-args=--micro_batch_size=2 --move micro_batch_size=4``: the same global
+batch in two micro-batches of 4 sequences instead of eight of 2, fewer and larger matrix products).
+Prints each campaign's verdict and interval, then promotions and the intervals' low ends.
 """
 
 from __future__ import annotations
@@ -129,7 +133,8 @@ def campaigns(args: argparse.Namespace, console: Console) -> None:
         with tempfile.TemporaryDirectory() as where:
             repo = fresh_copy(Path(where))
             began = time.monotonic()
-            code, _ = infrarsi("init", str(repo), "--json")
+            owner = ["--", "python", "train.py", *args.owner_args.split()] if args.owner_args else []
+            code, _ = infrarsi("init", str(repo), "--json", *owner)
             narrowed(repo, knob, value)
             code = code or infrarsi("doctor", str(repo), "--json")[0]
             code = code or infrarsi("run", str(repo), "--trials", str(args.trials), "--no-bank", "--json")[0]
@@ -163,6 +168,7 @@ def main() -> None:
     p.add_argument("--move", required=True, help="knob=value: the one move the contract keeps")
     p.add_argument("--campaigns", type=int, default=20)
     p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--owner-args", default="", help="arguments of the owner's `python train.py` (the baseline's)")
     parser.add_argument("--out", type=Path, help="keep each run's run.json and doctor.json here")
     args = parser.parse_args()
     console = Console(width=200)

@@ -23,6 +23,7 @@ CONTRACT_FILE = "contract.toml"
 
 KnobValue = bool | int | float | str
 LAUNCHERS = ("python", "torchrun", "accelerate")
+ATTENTION_KINDS = ("", "eager", "fused")
 
 # Knob roles the catalog knows; "workload" knobs are invariants, "unknown" ones stay fixed.
 ROLES = (
@@ -173,6 +174,10 @@ class Workload:
     """Its transformer layers; 0: unknown (as ``hidden``)."""
     params: int = 0
     """Its parameters, experts included; 0: unknown (doctor reads the probe's model facts)."""
+    attention: str = ""
+    """How its attention keeps the scores: "fused" where the code calls a fused kernel (SDPA,
+    FlashAttention: none kept), "eager" where it takes the softmax itself, "" unknown
+    (``knobs/attention.py``)."""
     samples_per_step: int | None = None
     """Global samples per step (images, clips…) as the launcher counts them, for workloads without
     tokens (doctor sets it); None: not fixed, a token workload is held to ``tokens_per_step``."""
@@ -209,6 +214,9 @@ class Workload:
         for name in ("measured_steps", "planned_steps"):
             if getattr(self, name) <= 0:
                 raise ContractError(f"workload.{name}", "must be positive")
+        if self.attention not in ATTENTION_KINDS:
+            raise ContractError("workload.attention", f"must be one of {', '.join(map(repr, ATTENTION_KINDS))}, "
+                                                      f"got {self.attention!r}")
         for name in ("tokens_per_step", "seq_len", "global_batch", "hidden", "heads", "layers", "params"):
             if getattr(self, name) < 0:
                 raise ContractError(f"workload.{name}", "must not be negative (0: unknown until doctor measures it)")
@@ -462,7 +470,7 @@ _TYPES = {
                  "module": str, "command_from": str, "env": dict, "overrides": dict, "notes": list,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
                  "global_batch_knob": str, "seq_len_knob": str, "samples_per_step": int, "hidden": int, "heads": int,
-                 "layers": int, "params": int,
+                 "layers": int, "params": int, "attention": str,
                  "warmup_steps": int, "measured_steps": int, "planned_steps": int},
     "loss": {"compare_steps": int, "tolerance": (int, float), "numerics_tolerance": (int, float), "reference": list},
     "memory": {"budget_bytes": int, "device": str},

@@ -100,7 +100,8 @@ class SimTable:
             step = float(self.noise.draw(r.step_s, rng))
             return TrialResult(TrialStatus.OOM, candidate, startup_s=r.startup_s, wall_s=r.startup_s + step,
                                detail=r.reason)
-        steps = [float(s) for s in np.atleast_1d(self.noise.draw(r.step_s, rng, WARMUP_STEPS + MEASURED_STEPS))]
+        drawn = np.atleast_1d(self.noise.draw(r.step_s, rng, WARMUP_STEPS + MEASURED_STEPS))
+        steps = [float(s) for s in self.workload.stack.straggled(drawn, rng)]
         out = TrialResult(TrialStatus.OK, candidate, warmup_times=steps[:WARMUP_STEPS],
                           step_times=steps[WARMUP_STEPS:], startup_s=r.startup_s, wall_s=r.startup_s + sum(steps),
                           peak_bytes=int(self.peak_noise.draw(r.peak_bytes, rng)),

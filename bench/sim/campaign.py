@@ -3,15 +3,21 @@
     .venv/bin/python -m bench.sim.campaign --space 7b-8xh100 --seeds 50 --gp-seeds 10 --trials 20
     .venv/bin/python -m bench.sim.campaign --seeds 50 --gp-seeds 10 --overhead --transfer   # every space
     .venv/bin/python -m bench.sim.campaign --saved --transfer     # the tables from the runs saved under --out
+    .venv/bin/python -m bench.sim.campaign --stack "flash attention" --seeds 20   # a held-out stack
+    .venv/bin/python -m bench.sim.campaign --stack perturbed:3 --seeds 20        # the constants perturbed
 
 Per space and method, ``--seeds`` runs of ``--trials`` trials each (the baseline is the first),
 each one ``bench.tuners.replay.replay`` against ``bench.sim.backend.SimTable``: InfraRSI's sampler,
 Optuna's TPE and GP, random, and a DeepSpeed-autotuning-style ZeRO x micro-batch sweep
-(``bench.sim.sweep``). Reported: the verified speedup of the pick after the last trial as a share
+(``bench.sim.sweep``), and the priors alone (``PriorsOnlySampler``). Reported: the verified speedup of the pick after the last trial as a share
 of the true optimum (enumerated), trials until the pick reaches 95% of it, OOM trials, the
 proposals Optuna made outside the valid space (given back, no trial spent), and the simulated
 seconds the trials cost; for InfraRSI also its search trials by why they were proposed. Each
 space's runs are saved under ``--out``; running some methods replaces only theirs.
+
+``--stack``: the ground truth a held-out ``bench.sim.stack.Stack`` gives (``HELD_OUT`` by name, or
+``perturbed:SEED``, the model's constants perturbed), against which every method runs unchanged;
+its runs are saved apart. The default, ``in-sample``, is the model whose formulas the priors share.
 
 ``--overhead``: InfraRSI's suggestion (``Strategy.propose``) after ``OVERHEAD_TRIALS`` trials of
 random valid configurations, after one suggestion at one trial fewer (a run refits from its last
@@ -33,13 +39,14 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from bench.sim.backend import SimTable
-from bench.sim.space import SPACES
+from bench.sim.space import SPACES, SimWorkload
+from bench.sim.stack import HELD_OUT, IN_SAMPLE, Stack, perturbed
 from bench.sim.sweep import SweepStrategy
 from bench.tuners import metrics
 from bench.tuners.fixture import ROOT
@@ -49,9 +56,9 @@ from infrarsi.bank import BestConfig, EffectFinding
 from infrarsi.priors.types import setting_key
 from infrarsi.search.strategy import Strategy
 
-METHODS = ("infrarsi", "tpe", "gp", "random", "deepspeed")
+METHODS = ("infrarsi", "tpe", "gp", "random", "deepspeed", "priors")
 NOISE_ANEW = "infrarsi, noise anew"
-STREAMS = (*METHODS, "infrarsi+bank", "infrarsi+badbank", NOISE_ANEW)
+STREAMS = (*METHODS[:5], "infrarsi+bank", "infrarsi+badbank", NOISE_ANEW, *METHODS[5:])
 """A method's index seeds its trials' noise (with the seed)."""
 TRANSFER_FROM, TRANSFER_TO = "70b-64xa100", "7b-8xh100"
 OVERHEAD_TRIALS = 200
@@ -254,13 +261,28 @@ def transfer_table(arms: dict[str, list[list[dict]]], oracle: float, trials: int
 # --------------------------------------------------------------------------- main
 
 
+def stack_named(name: str) -> Stack:
+    """``in-sample``, a ``HELD_OUT`` stack's name, or ``perturbed:SEED`` (optionally ``NAME,
+    perturbed:SEED``: a held-out stack with its constants perturbed too)."""
+    base, _, seed = name.partition("perturbed:")
+    base = base.rstrip(", ")
+    stack = IN_SAMPLE if base in ("", IN_SAMPLE.name) else HELD_OUT[base]
+    return perturbed(int(seed), stack) if seed else stack
+
+
+def workload(name: str, stack: Stack) -> SimWorkload:
+    return SPACES[name] if stack is IN_SAMPLE else replace(SPACES[name], stack=stack)
+
+
 def _spaces(args: argparse.Namespace) -> dict[str, dict[str, list[list[dict]]]]:
     """Every space's campaigns: run (and saved under ``--out``), or read back with ``--saved``."""
     done = {}
+    stack = stack_named(args.stack)
+    suffix = "" if stack is IN_SAMPLE else "_" + "".join(c if c.isalnum() else "-" for c in args.stack)
     for name in args.space or list(SPACES):
-        table = SimTable(SPACES[name])
+        table = SimTable(workload(name, stack))
         key, oracle = table.oracle()
-        path = args.out / f"sim_{name}.json"
+        path = args.out / f"sim_{name}{suffix}.json"
         if args.saved:
             runs = json.loads(path.read_text())["runs"]
         else:
@@ -275,7 +297,7 @@ def _spaces(args: argparse.Namespace) -> dict[str, dict[str, list[list[dict]]]]:
             runs = {**saved, **runs}
             path.write_text(json.dumps({"oracle": oracle, "oracle_key": key, "runs": runs}))
         done[name] = runs
-        print(f"\n{name}: {table.space.size()} valid configurations, {table.best.fits} fit; optimum "
+        print(f"\n{name} ({stack.name}): {table.space.size()} valid configurations, {table.best.fits} fit; optimum "
               f"{oracle:.3f}x the baseline ({', '.join(table.space.settings(table.candidate(key)))}); "
               f"{args.trials} trials per run\n")
         print(summary_table([summarize(m, r, oracle, args.trials) for m, r in runs.items()]), flush=True)
@@ -292,6 +314,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--gp-seeds", type=int, default=None, help="seeds for Optuna's GP alone (default --seeds)")
     parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--stack", default=IN_SAMPLE.name,
+                        help=f"the ground truth: {IN_SAMPLE.name}, one of {', '.join(HELD_OUT)}, or perturbed:SEED")
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--transfer", action="store_true")
     parser.add_argument("--bank-runs", type=int, default=5)

@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 
 from bench.sim.hardware import GPU, Cluster
+from bench.sim.stack import FLASH_BYTES, IN_SAMPLE, Stack
 from infrarsi.byte_units import GIB
 
 Recompute = Literal["none", "selective", "full"]
@@ -282,31 +283,34 @@ def invalid(model: Transformer, par: Parallel, cluster: Cluster) -> str:
     return next((why for bad, why in checks if bad), "")
 
 
-def _gemm_s(gpu: GPU, m: float, n: float, k: float) -> float:
-    """Seconds of an ``m×k @ k×n`` GEMM: its FLOPs at an efficiency that saturates with its size."""
-    size = 1.0 / (1.0 / m + 1.0 / n + 1.0 / k)
-    eff = GEMM_EFF / (1.0 + GEMM_KNEE * gpu.peak_flops / gpu.hbm_bw / size)
-    return 2.0 * m * n * k / (gpu.peak_flops * eff)
+def _gemm_s(gpu: GPU, m: float, n: float, k: float, stack: Stack = IN_SAMPLE) -> float:
+    """Seconds of an ``m×k @ k×n`` GEMM: its FLOPs at an efficiency that saturates with its size
+    (on the stack's padded tiles, when it pads)."""
+    pm, pn, pk = stack.padded(m), stack.padded(n), stack.padded(k)
+    size = 1.0 / (1.0 / pm + 1.0 / pn + 1.0 / pk)
+    eff = GEMM_EFF * stack.k("gemm_eff") / (1.0 + GEMM_KNEE * gpu.peak_flops / gpu.hbm_bw / size)
+    return 2.0 * pm * pn * pk / (gpu.peak_flops * eff)
 
 
-def _mem_s(gpu: GPU, nbytes: float) -> float:
-    return nbytes / (gpu.hbm_bw * HBM_EFF)
+def _mem_s(gpu: GPU, nbytes: float, stack: Stack = IN_SAMPLE) -> float:
+    return nbytes / (gpu.hbm_bw * HBM_EFF * stack.k("hbm_eff"))
 
 
-def _ring_s(nbytes: float, ranks: int, bw: float, steps: float) -> float:
+def _ring_s(nbytes: float, ranks: int, bw: float, steps: float, stack: Stack = IN_SAMPLE) -> float:
     """A ring collective in which each rank moves ``steps·(ranks-1)/ranks`` of ``nbytes`` (2 for an
     all-reduce, 1 for a reduce-scatter, an all-gather or an all-to-all)."""
     if ranks <= 1:
         return 0.0
-    return steps * (ranks - 1) / ranks * nbytes / (bw * COMM_EFF) + COLLECTIVE_LATENCY
+    return steps * (ranks - 1) / ranks * nbytes / (bw * COMM_EFF * stack.k("comm_eff")) + COLLECTIVE_LATENCY
 
 
-def _over_dp(cluster: Cluster, par: Parallel, dense_bytes: float, expert_bytes: float, steps: float) -> float:
+def _over_dp(cluster: Cluster, par: Parallel, dense_bytes: float, expert_bytes: float, steps: float,
+             stack: Stack = IN_SAMPLE) -> float:
     """A ring collective of the dense parameters' bytes over the data-parallel ranks (``tp`` apart) and
     of the experts' over the ``dp/ep`` ranks that hold the same experts (``tp·ep`` apart)."""
     expert_dp = par.dp // par.ep
-    return (_ring_s(dense_bytes, par.dp, cluster.ring_bw(par.dp, par.tp), steps)
-            + _ring_s(expert_bytes, expert_dp, cluster.ring_bw(expert_dp, par.tp * par.ep), steps))
+    return (_ring_s(dense_bytes, par.dp, cluster.ring_bw(par.dp, par.tp), steps, stack)
+            + _ring_s(expert_bytes, expert_dp, cluster.ring_bw(expert_dp, par.tp * par.ep), steps, stack))
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,25 +341,33 @@ class _Layer:
         return BWD_GEMM * (self.dense_gemm + self.core_gemm) + BWD_MEM * (self.dense_mem + self.core_mem)
 
 
-def _layer_forward(model: Transformer, par: Parallel, gpu: GPU, sp: bool) -> _Layer:
-    """One layer's forward for one micro-batch on one tensor-parallel rank (docs/sim.md, "A layer's forward")."""
+def _layer_forward(model: Transformer, par: Parallel, gpu: GPU, sp: bool, stack: Stack = IN_SAMPLE) -> _Layer:
+    """One layer's forward for one micro-batch on one tensor-parallel rank (docs/sim.md, "A layer's
+    forward"); a fused attention kernel (``stack.flash_attention``) moves q, k, v and the output
+    instead of the scores."""
     t, b, s, h = par.tp, par.micro_batch, model.seq, model.hidden
     n, f, kv_width = b * s, model.ffn_size, model.kv * model.head_dim
-    gemms = _gemm_s(gpu, n, (h + 2 * kv_width) / t, h) + _gemm_s(gpu, n, h, h / t)
+
+    def gemm(m: float, n_: float, k: float) -> float:
+        return _gemm_s(gpu, m, n_, k, stack)
+
+    gemms = gemm(n, (h + 2 * kv_width) / t, h) + gemm(n, h, h / t)
     up, down = model.mlp_matrices - 1, 1
     if model.moe:
         # Each rank holds experts/ep experts; on average each gets n·top_k·ep/experts tokens.
         local, tokens = model.experts // par.ep, n * model.top_k * par.ep / model.experts
-        gemms += local * (_gemm_s(gpu, tokens, up * f / t, h) + _gemm_s(gpu, tokens, h, down * f / t))
-        gemms += _gemm_s(gpu, n, model.experts, h)
+        gemms += local * (gemm(tokens, up * f / t, h) + gemm(tokens, h, down * f / t))
+        gemms += gemm(n, model.experts, h)
     else:
-        gemms += _gemm_s(gpu, n, up * f / t, h) + _gemm_s(gpu, n, h, down * f / t)
+        gemms += gemm(n, up * f / t, h) + gemm(n, h, down * f / t)
     activation_bytes = 2 * model.mlp_matrices * n * f * model.top_k / t
     elementwise = ELEMENTWISE_BYTES * n * h / (t if sp else 1) + activation_bytes
     heads = b * model.heads / t
-    scores = heads * (_gemm_s(gpu, s, s, model.head_dim) + _gemm_s(gpu, s, model.head_dim, s))
-    return _Layer(dense_gemm=gemms, dense_mem=_mem_s(gpu, elementwise), core_gemm=scores,
-                  core_mem=_mem_s(gpu, SCORE_BYTES * heads * s * s))
+    scores = heads * (gemm(s, s, model.head_dim) + gemm(s, model.head_dim, s))
+    core_bytes = (FLASH_BYTES * 4 * heads * s * model.head_dim if stack.flash_attention
+                  else SCORE_BYTES * heads * s * s)
+    return _Layer(dense_gemm=gemms, dense_mem=_mem_s(gpu, elementwise, stack), core_gemm=scores,
+                  core_mem=_mem_s(gpu, core_bytes, stack))
 
 
 def _stage_params(model: Transformer, par: Parallel) -> tuple[float, float, float]:
@@ -370,10 +382,11 @@ def _stage_params(model: Transformer, par: Parallel) -> tuple[float, float, floa
     return dense, experts, layer_dense + expert / par.ep / t
 
 
-def _activation_bytes(model: Transformer, par: Parallel, sp: bool) -> tuple[float, float]:
+def _activation_bytes(model: Transformer, par: Parallel, sp: bool, flash: bool = False) -> tuple[float, float]:
     """Bytes one layer keeps for one micro-batch until its backward, under the configuration's
     recomputation, and the extra bytes the layer being recomputed needs at once (Korthikanti et al.
-    2022, Table 2: ``s·b·h·(34 + 5·a·s/h)`` without parallelism or recomputation)."""
+    2022, Table 2: ``s·b·h·(34 + 5·a·s/h)`` without parallelism or recomputation; ``flash``: a
+    fused attention kernel keeps no scores)."""
     t, b, s, h = par.tp, par.micro_batch, model.seq, model.hidden
     n, k = b * s, model.top_k
     # Layer norm inputs (4), QKV and MLP inputs (2 + 2), dropout masks (1 + 1): whole on every TP rank
@@ -382,7 +395,7 @@ def _activation_bytes(model: Transformer, par: Parallel, sp: bool) -> tuple[floa
     # Q, K, V and the projection's input; the MLP's inner tensors (2 or 3 of them, per routed copy).
     sharded = (2 + 2 * model.kv / model.heads) * 2 * n * h / t
     sharded += 2 * model.mlp_matrices * n * model.ffn_size * k / t
-    scores = 5 * b * model.heads * s * s / t
+    scores = 0.0 if flash else 5 * b * model.heads * s * s / t
     full_layer = replicated + sharded + scores
     if par.recompute == "full":
         return 2 * n * h / (t if sp else 1), full_layer
@@ -391,9 +404,10 @@ def _activation_bytes(model: Transformer, par: Parallel, sp: bool) -> tuple[floa
     return full_layer, 0.0
 
 
-def simulate(model: Transformer, par: Parallel, cluster: Cluster) -> SimResult:
+def simulate(model: Transformer, par: Parallel, cluster: Cluster, stack: Stack = IN_SAMPLE) -> SimResult:
     """One training step of ``model`` split as ``par`` on ``cluster``: its seconds, its per-GPU peak
-    memory, the FLOP/s it achieves, and where the time goes."""
+    memory, the FLOP/s it achieves, and where the time goes; ``stack``: where the ground truth
+    differs from these formulas (``bench.sim.stack``; the in-sample model by default)."""
     reason = invalid(model, par, cluster)
     if reason:
         return SimResult(status="invalid", reason=reason)
@@ -403,20 +417,21 @@ def simulate(model: Transformer, par: Parallel, cluster: Cluster) -> SimResult:
     n, sp = b * s, par.sequence_parallel and t > 1
 
     # Compute of one micro-batch on the slowest stage (the last: its layers, then logits and loss).
-    layer = _layer_forward(model, par, gpu, sp)
+    layer = _layer_forward(model, par, gpu, sp, stack)
     recomputed = {"none": 0.0, "selective": layer.core, "full": layer.forward}[par.recompute]
-    logits = (1 + BWD_GEMM) * _gemm_s(gpu, n, model.vocab / t, h) + _mem_s(gpu, LOSS_BYTES * n * model.vocab / t)
+    logits = ((1 + BWD_GEMM) * _gemm_s(gpu, n, model.vocab / t, h, stack)
+              + _mem_s(gpu, LOSS_BYTES * n * model.vocab / t, stack))
     backward = per_stage * (layer.backward + recomputed)
     per_micro = per_stage * layer.forward + backward + logits
     # Tensor parallel: two all-reduces of n·h in the forward, two in the backward, two more when the
     # forward is recomputed; sequence parallel's all-gathers and reduce-scatters move the same bytes.
-    tp_each = _ring_s(2 * n * h, t, cluster.ring_bw(t, 1), steps=2)
+    tp_each = _ring_s(2 * n * h, t, cluster.ring_bw(t, 1), 2, stack)
     collectives = 6 if par.recompute == "full" else 4  # per layer and micro-batch
     tp_per_micro = per_stage * collectives * tp_each
     ep_per_micro = 0.0
     if model.moe:
         tokens = n / t if sp else n
-        a2a = _ring_s(2 * tokens * model.top_k * h, par.ep, cluster.ring_bw(par.ep, t), steps=1)
+        a2a = _ring_s(2 * tokens * model.top_k * h, par.ep, cluster.ring_bw(par.ep, t), 1, stack)
         ep_per_micro = per_stage * collectives * a2a
 
     # Pipeline: the 1F1B bubble is (p-1)/(v·m) of the compute (Narayanan et al. 2021), and each of the v·m
@@ -424,7 +439,7 @@ def simulate(model: Transformer, par: Parallel, cluster: Cluster) -> SimResult:
     bubble = (p - 1) / v * (per_micro + tp_per_micro + ep_per_micro)
     pp_comm = 0.0
     if p > 1:
-        send = 2 * n * h / t / (cluster.ring_bw(2, t * d) * COMM_EFF) + COLLECTIVE_LATENCY
+        send = 2 * n * h / t / (cluster.ring_bw(2, t * d) * COMM_EFF * stack.k("comm_eff")) + COLLECTIVE_LATENCY
         pp_comm = 2 * (v * m + p - 1) * send
 
     dense, experts, layer_params = _stage_params(model, par)
@@ -434,44 +449,50 @@ def simulate(model: Transformer, par: Parallel, cluster: Cluster) -> SimResult:
     # ZeRO-3: the weights are also gathered for every micro-batch's forward and backward (and recomputation).
     grads = GRAD_COMM_BYTES * dense, GRAD_COMM_BYTES * experts
     weights = WEIGHT_BYTES * dense, WEIGHT_BYTES * experts
+    overlap = min(1.0, DP_OVERLAP * stack.k("dp_overlap"))
     if par.zero <= 1:
-        dp_raw, hide = _over_dp(cluster, par, *grads, steps=2), DP_OVERLAP * backward
+        dp_raw, hide = _over_dp(cluster, par, *grads, 2, stack), overlap * backward
     elif par.zero == 2:
-        dp_raw = m * _over_dp(cluster, par, *grads, steps=1) + _over_dp(cluster, par, *weights, steps=1)
-        hide = DP_OVERLAP * m * backward
+        dp_raw = m * _over_dp(cluster, par, *grads, 1, stack) + _over_dp(cluster, par, *weights, 1, stack)
+        hide = overlap * m * backward
     else:
         gathers = 3 if par.recompute == "full" else 2
-        dp_raw = m * (_over_dp(cluster, par, *grads, steps=1) + gathers * _over_dp(cluster, par, *weights, steps=1))
-        hide = DP_OVERLAP * m * per_micro
+        dp_raw = m * (_over_dp(cluster, par, *grads, 1, stack) + gathers * _over_dp(cluster, par, *weights, 1, stack))
+        hide = overlap * m * per_micro
     dp_comm = max(0.0, dp_raw - hide)
     stepped = dense / d + experts / (d // par.ep) if par.zero >= 1 else dense + experts
-    optimizer = _mem_s(gpu, OPTIMIZER_BYTES * stepped)
+    optimizer = _mem_s(gpu, OPTIMIZER_BYTES * stepped, stack)
     breakdown = Breakdown(compute=m * per_micro, bubble=bubble, tp_comm=m * tp_per_micro, dp_comm=dp_comm,
                           pp_comm=pp_comm, ep_comm=m * ep_per_micro, optimizer=optimizer)
     step = breakdown.total
 
-    memory = _memory(model, par, dense, experts, layer_params, sp)
+    memory = _memory(model, par, dense, experts, layer_params, sp, stack)
     tokens = par.global_batch * s
     gemm, core, logit = model.flops_per_token()
     model_flops = 3 * tokens * (model.layers * (gemm + core) + logit)
     extra = {"none": 0.0, "selective": core, "full": gemm + core}[par.recompute]
     hardware_flops = model_flops + tokens * model.layers * extra
     state = memory.weights + memory.grads + memory.optimizer
-    startup = STARTUP_BASE_S + STARTUP_PER_DOUBLING_S * math.log2(cluster.gpus) + STARTUP_PER_GB_S * state / 1e9
+    nodes = math.ceil(cluster.gpus / cluster.gpus_per_node)
+    startup = (STARTUP_BASE_S * stack.k("startup_base_s") + STARTUP_PER_DOUBLING_S * math.log2(cluster.gpus)
+               + STARTUP_PER_GB_S * state / 1e9 + stack.startup_per_node_s * nodes)
     peak = memory.total
-    fits = peak <= gpu.hbm_bytes
+    usable = gpu.hbm_bytes * stack.usable_share(repr(par))
+    fits = peak <= usable
     return SimResult(
         status="ok" if fits else "oom",
-        reason="" if fits else f"needs {peak / GIB:.1f} GiB per GPU, over {gpu.hbm_bytes / GIB:.1f} GiB",
+        reason="" if fits else f"needs {peak / GIB:.1f} GiB per GPU, over {usable / GIB:.1f} GiB usable",
         step_s=step, peak_bytes=peak, tflops_per_gpu=hardware_flops / step / cluster.gpus / 1e12,
         mfu=model_flops / step / cluster.gpus / gpu.peak_flops, startup_s=startup, breakdown=breakdown,
         memory=memory)
 
 
 def _memory(model: Transformer, par: Parallel, dense: float, experts: float, layer_params: float,
-            sp: bool) -> Memory:
+            sp: bool, stack: Stack = IN_SAMPLE) -> Memory:
     """Peak bytes on the first stage's GPU, which holds the most micro-batches in flight (with p > 1 the
-    last stage holds one, plus the logits; the larger of the two is returned)."""
+    last stage holds one, plus the logits; the larger of the two is returned). The stack's allocator
+    slack grows the activations with their largest tensor (a micro-batch's logits, in GiB); its NCCL
+    buffers are per communicator group."""
     d, p, v, m = par.dp, par.pp, par.vpp, par.micro_batches
     expert_dp = d // par.ep
     params = dense + experts
@@ -479,7 +500,7 @@ def _memory(model: Transformer, par: Parallel, dense: float, experts: float, lay
     weights = WEIGHT_BYTES * (zero_params + 2 * layer_params if par.zero == 3 else params)
     grads = GRAD_BYTES * (zero_params if par.zero >= 2 else params)
     optimizer = OPTIMIZER_STATE_BYTES * (zero_params if par.zero >= 1 else params)
-    kept, working = _activation_bytes(model, par, sp)
+    kept, working = _activation_bytes(model, par, sp, stack.flash_attention)
     per_stage = model.layers // p
     # 1F1B: the first stage holds min(m, p) micro-batches; interleaving holds 1 + (p-1)/(p·v) times more.
     in_flight = min(m, p) * (1 + (p - 1) / (p * v) if v > 1 else 1)
@@ -487,5 +508,7 @@ def _memory(model: Transformer, par: Parallel, dense: float, experts: float, lay
     logits = 6 * par.micro_batch * model.seq * model.vocab / par.tp  # bf16 logits and their fp32 copy
     last = per_stage * kept + working + logits
     activations = max(first, last) if p > 1 else first + logits
+    activations *= 1 + stack.fragmentation * min(1.0, logits / GIB)
+    groups = sum(degree > 1 for degree in (par.tp, par.pp, par.dp, par.ep))
     return Memory(weights=weights, grads=grads, optimizer=optimizer, activations=activations,
-                  overhead=FRAMEWORK_BYTES)
+                  overhead=FRAMEWORK_BYTES * stack.k("framework_bytes") + stack.comm_buffer_bytes * groups)

@@ -29,6 +29,7 @@ import numpy as np
 
 from bench.sim.hardware import A100_80GB, H100_SXM, H200, Cluster
 from bench.sim.model import Parallel, SimResult, Transformer, invalid, simulate
+from bench.sim.stack import IN_SAMPLE, Stack
 from infrarsi.contract import Contract, Knob, KnobValue, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate
@@ -60,6 +61,8 @@ class SimWorkload:
     domains: dict[str, list[KnobValue]]
     model_facts: dict[str, int] = field(default_factory=dict)
     """Parameters and active parameters, as the probe reports them (the bank's workload signature)."""
+    stack: Stack = IN_SAMPLE
+    """Where the ground truth differs from the formulas the priors share (``bench.sim.stack``)."""
 
     def parallel(self, knobs: dict[str, KnobValue]) -> Parallel:
         """The split ``knobs`` describe; dp is what the GPUs leave (0 when tp·pp does not divide them)."""
@@ -80,7 +83,7 @@ class SimWorkload:
         return invalid(self.model, self.parallel(knobs), self.cluster)
 
     def simulate(self, knobs: dict[str, KnobValue]) -> SimResult:
-        return simulate(self.model, self.parallel(knobs), self.cluster)
+        return simulate(self.model, self.parallel(knobs), self.cluster, self.stack)
 
     def knobs(self) -> list[Knob]:
         return [Knob(name=name, role=ROLES[name], type=_type(values), default=self.baseline[name],
@@ -94,6 +97,7 @@ class SimWorkload:
                               tokens_per_step=self.global_batch * seq, seq_len=seq, global_batch=self.global_batch,
                               hidden=self.model.hidden, heads=self.model.heads, layers=self.model.layers,
                               params=self.model_facts.get("params", 0),
+                              attention="fused" if self.stack.flash_attention else "eager",
                               seed=1234, warmup_steps=WARMUP_STEPS, measured_steps=MEASURED_STEPS,
                               planned_steps=PLANNED_STEPS),
             loss=LossInvariant(compare_steps=5, tolerance=1e-5, numerics_tolerance=1e-4),

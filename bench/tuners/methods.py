@@ -13,10 +13,10 @@ from infrarsi.patches import declared_priors
 from infrarsi.priors import BuiltinPriors, PriorContext
 from infrarsi.search.strategy import Strategy
 
-METHODS = ("infrarsi", "infrarsi+bank", "tpe", "gp", "random", "greedy", "batchfinder", "infrarsi+badbank")
+METHODS = ("infrarsi", "infrarsi+bank", "tpe", "gp", "random", "greedy", "batchfinder", "infrarsi+badbank", "priors")
 """``+bank``: a bank holding an earlier good run's findings; ``+badbank``: one holding a bad run's
-(see ``replay.record_bad_bank``). Last, so every other method keeps its random stream (the index
-seeds it)."""
+(see ``replay.record_bad_bank``); ``priors``: the priors alone (``PriorsOnlySampler``). The later
+ones last, so every earlier method keeps its random stream (the index seeds it)."""
 MAX_REJECTED = 50
 """Optuna's asks in a row that the table cannot run (outside a constrained space's valid points)
 given back before the last one is run anyway, as the job would be launched and refused."""

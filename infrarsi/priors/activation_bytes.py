@@ -4,7 +4,8 @@ Per token and layer, 16-bit training without parallelism or recomputation keeps 
 hidden unit: 10 for the layer norms' inputs and the dropout masks, which every tensor-parallel rank
 keeps whole unless sequence parallelism splits them; 24 for the attention's and the MLP's inputs and
 inner tensors, split over the t ranks; 5as/h for the attention scores (a heads, s the sequence),
-split too. Selective recomputation drops the scores and recomputes them in the backward; full
+split too, unless a fused kernel (SDPA, FlashAttention) computes the attention and keeps none
+(``Workload.attention``). Selective recomputation drops the scores and recomputes them in the backward; full
 recomputation keeps each layer's 2-byte input (split by sequence parallelism) and, while a layer
 recomputes, that layer's whole set. Under 1F1B the first pipeline stage keeps p micro-batches of its
 l/p layers in flight, as many layers' worth as one GPU without a pipeline; interleaving v chunks a
@@ -45,11 +46,12 @@ def layers_in_flight(stages: float, chunks: float) -> float:
 
 
 def activation_bytes(shape: Shape, *, micro: float, tp: float, sequence_parallel: bool, level: str,
-                     pp: float = 1.0, vpp: float = 1.0) -> float:
-    """Peak activation bytes on the first stage's GPU; ``level`` is off, selective or on (full)."""
+                     pp: float = 1.0, vpp: float = 1.0, fused_attention: bool = False) -> float:
+    """Peak activation bytes on the first stage's GPU; ``level`` is off, selective or on (full);
+    ``fused_attention``: the scores are never stored."""
     whole = tp if sequence_parallel else 1.0
     kept_whole = NORMS_AND_MASKS / whole + SPLIT_TENSORS / tp
-    scores = SCORES * shape.heads * shape.seq / (shape.hidden * tp)
+    scores = 0.0 if fused_attention else SCORES * shape.heads * shape.seq / (shape.hidden * tp)
     if level == "on":
         per_layer, working = LAYER_INPUT / whole, kept_whole + scores
     elif level == "selective":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from infrarsi.contract import Contract
+from infrarsi.knobs.attention import FUSED
 
 HEAD_DIM = 128
 """An attention head's width where the model's is not known (Llama 2's, GPT-3's and Mixtral's)."""
@@ -30,11 +31,18 @@ def head_dim(contract: Contract) -> tuple[float, bool]:
     return HEAD_DIM, False
 
 
+FUSED_SAVING_SD = 0.05
+"""Selective recomputation under a fused attention kernel: no scores to drop, so its saving is
+nothing, give or take the kernel's small saved statistics (the softmax's log-sum-exp)."""
+
+
 def scores_saving(contract: Contract) -> tuple[float, float] | None:
     """Selective recomputation's log effect on the activations, and its sd: it drops the scores'
-    5as/h = 5s/h_d of a layer's 34 + 5s/h_d bytes per token and hidden unit (Table 2). None without
-    a sequence length."""
+    5as/h = 5s/h_d of a layer's 34 + 5s/h_d bytes per token and hidden unit (Table 2); nothing
+    where a fused kernel keeps no scores (``Workload.attention``). None without a sequence length."""
     seq = contract.workload.seq_len
+    if contract.workload.attention == FUSED:
+        return 0.0, FUSED_SAVING_SD
     if not seq:
         return None
     width, known = head_dim(contract)
@@ -44,10 +52,12 @@ def scores_saving(contract: Contract) -> tuple[float, float] | None:
 def selective_time(contract: Contract) -> float | None:
     """Selective recomputation's log effect on the step against none: the core's forward again,
     s/(6h + s) of a layer's forward FLOPs and a third of that of a step's, plus its memory-bound
-    work (``MEMORY_BOUND_COST``). None unless the sequence length and the hidden size are known:
-    2.7 % for GPT-3 175B at 2,048 tokens, 16 % for Llama 2 7B at 4,096."""
+    work (``MEMORY_BOUND_COST``), which a fused kernel does inside its FLOPs. None unless the
+    sequence length and the hidden size are known: 2.7 % for GPT-3 175B at 2,048 tokens, 16 % for
+    Llama 2 7B at 4,096."""
     w = contract.workload
     if not (w.seq_len and w.hidden):
         return None
     s, h = w.seq_len, w.hidden
-    return math.log1p(s / (3 * (6 * h + s)) + MEMORY_BOUND_COST * s / (h * head_dim(contract)[0]))
+    memory_bound = 0.0 if w.attention == FUSED else MEMORY_BOUND_COST * s / (h * head_dim(contract)[0])
+    return math.log1p(s / (3 * (6 * h + s)) + memory_bound)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infrarsi.contract import Contract, Knob, KnobValue
+from infrarsi.knobs.attention import FUSED
 from infrarsi.priors.activation_bytes import activation_bytes, model_shape
 from infrarsi.priors.attention_core import scores_saving
 
@@ -100,7 +101,8 @@ def _activations(values: Mapping[str, KnobValue], hw: Hardware, contract: Contra
     return activation_bytes(shape, micro=micro, tp=tp, pp=pp, vpp=vpp,
                             sequence_parallel=_sequence_parallel(_value(values, contract, "sequence_parallel",
                                                                         False)) == "on",
-                            level=recompute_level(_value(values, contract, "activation_checkpointing", "off")))
+                            level=recompute_level(_value(values, contract, "activation_checkpointing", "off")),
+                            fused_attention=contract.workload.attention == FUSED)
 
 
 def activation_ratio(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -> float | None:

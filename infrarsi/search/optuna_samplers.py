@@ -4,8 +4,14 @@ Each owns an in-memory Optuna study that mirrors the history it is given, trial 
 run's own study holds it: its own proposals asked and told there, every other trial (the baseline,
 patch validations, reruns) added with its outcome. It asks over each knob's whole domain and every
 patch the run's study knows, as Optuna's users would: its proposal may lie outside the valid space
-or repeat a measured candidate. OOM is a failed trial for TPE and a constraint for GP
-(``OOM_AS_CONSTRAINT``), as each one's users handle it.
+or repeat a measured candidate.
+
+Each is configured as a careful user would for a budget of about 20 trials (docs/benchmarks.md,
+fair peers): TPE multivariate; both with ``STARTUP_TRIALS`` random trials, not Optuna's 10 (half
+the budget, and counted over complete trials only); an OOM told as a complete trial with a
+penalised objective (``OOM_PENALTY`` times the slowest job measured so far) and a violated memory
+constraint (``Trial.set_constraint``), which both samplers read: a failed trial, which TPE ignores
+and GP's constraint model never sees, would teach neither anything about memory.
 """
 
 from __future__ import annotations
@@ -20,15 +26,17 @@ from infrarsi.experiment.store import distributions, from_params, memory_constra
 from infrarsi.search.history import measured_keys
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import SearchSpace
-from infrarsi.trials import TrialResult
+from infrarsi.trials import TrialResult, TrialStatus
 
+STARTUP_TRIALS = 5
+"""Random trials before the model takes over: a quarter of a 20-trial budget."""
 OPTUNA_SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
-    "tpe": optuna.samplers.TPESampler,
-    "gp": optuna.samplers.GPSampler,
+    "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=STARTUP_TRIALS),
+    "gp": lambda seed: optuna.samplers.GPSampler(seed=seed, n_startup_trials=STARTUP_TRIALS),
 }
-OOM_AS_CONSTRAINT = ("gp",)
-"""Samplers that learn OOM as a constraint (GP, as its users do) rather than a failed trial (TPE)."""
 CONSTRAINT = "memory"
+OOM_PENALTY = 2.0
+"""An OOM's objective: this many times the slowest job measured before it (the baseline's at least)."""
 
 
 class OptunaSampler(Sampler):
@@ -50,10 +58,11 @@ class OptunaSampler(Sampler):
         self.max_rejected = max_rejected
         self.rejected = 0
         """Proposals the last ``ask`` gave back."""
-        self.oom_as_constraint = name in OOM_AS_CONSTRAINT
-        self.sampler = OPTUNA_SAMPLERS[name](seed=seed)
+        self.sampler = OPTUNA_SAMPLERS[name](seed)
         self.dists: dict[str, BaseDistribution] = dict(distributions(contract, self.patches))
         self._study = self._fresh()
+        self._slowest_s = 0.0
+        """The slowest job any trial told so far measured: what an OOM's penalty scales."""
         self._told: list[TrialResult] = []
         self._asked: optuna.Trial | None = None
 
@@ -67,7 +76,7 @@ class OptunaSampler(Sampler):
         mirrored afresh; the sampler keeps its random state, as the run's study sampler did."""
         n = len(self._told)
         if history[:n] != self._told:
-            self._study, self._told, self._asked, n = self._fresh(), [], None, 0
+            self._study, self._told, self._asked, self._slowest_s, n = self._fresh(), [], None, 0.0, 0
         for result in history[n:]:
             if self._asked is not None and result.candidate.key() == from_params(self._asked.params).key():
                 self._tell(self._asked, result)
@@ -79,19 +88,26 @@ class OptunaSampler(Sampler):
             self._study.tell(self._asked, state=optuna.trial.TrialState.FAIL)
             self._asked = None
 
-    def _tell(self, trial: optuna.Trial, result: TrialResult) -> None:
+    def _outcome(self, result: TrialResult) -> tuple[optuna.trial.TrialState, float | None]:
+        """Optuna's state and objective for ``result``: an OOM complete at the penalty."""
         state, value = outcome(result, self.contract)
-        if self.oom_as_constraint:
-            trial.set_constraint(CONSTRAINT, memory_constraint(result, self.contract))
+        if value is not None:
+            self._slowest_s = max(self._slowest_s, value)
+        if result.status is TrialStatus.OOM and self._slowest_s > 0:
+            return optuna.trial.TrialState.COMPLETE, OOM_PENALTY * self._slowest_s
+        return state, value
+
+    def _tell(self, trial: optuna.Trial, result: TrialResult) -> None:
+        state, value = self._outcome(result)
+        trial.set_constraint(CONSTRAINT, memory_constraint(result, self.contract))
         self._study.tell(trial, value, state=state)
 
     def _add(self, result: TrialResult) -> None:
-        state, value = outcome(result, self.contract)
+        state, value = self._outcome(result)
         # GP refuses a study where some trials carry the constraint and others not: all do.
-        constraints = {CONSTRAINT: memory_constraint(result, self.contract)} if self.oom_as_constraint else None
         self._study.add_trial(optuna.trial.create_trial(
             state=state, value=value, params=to_params(result.candidate, self.contract, self.patches),
-            distributions=self.dists, constraints=constraints))
+            distributions=self.dists, constraints={CONSTRAINT: memory_constraint(result, self.contract)}))
 
     def ask(self, history: list[TrialResult]) -> Proposal | None:
         self.rejected = 0

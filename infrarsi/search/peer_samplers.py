@@ -5,6 +5,10 @@
   faster (how a coding agent steps through a config).
 - BatchFinderSampler: the largest micro-batch that fits (doubling, then bisection on OOM), then a
   grid over the other knobs at that batch (DeepSpeed Autotuning / Lightning batch finder style).
+- PriorsOnlySampler: the priors alone, no model learnt from the trials: the best the priors predict
+  of what they predict fits, then its neighbours, then the rest in the priors' order, an OOM
+  putting everything the memory priors rank at or above it last. It separates what the priors give
+  from what InfraRSI's search adds.
 None of them repeats a measured candidate; each returns None once the space is exhausted.
 """
 
@@ -137,3 +141,55 @@ class BatchFinderSampler(Sampler):
                 return Proposal(cand, f"grid at {fixed or 'defaults'}")
         cand = _random_fresh(self.space, self.rng, measured)
         return Proposal(cand, "grid done: random") if cand else None
+
+
+ENUMERATE_LIMIT = 20_000
+"""A space larger than this is ranked over a random sample of this many candidates (with the
+baseline's neighbours)."""
+
+
+class PriorsOnlySampler(Sampler):
+    def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, seed: int = 0):
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        table = priors or PriorTable()
+        self.time = dict(zip(space.setting_keys, setting_priors(space, table, "time").mean))
+        self.mem = dict(zip(space.setting_keys, setting_priors(space, table, "mem").mean))
+        self._order: list[Candidate] | None = None
+
+    def _log(self, effects: dict[str, float], cand: Candidate) -> float:
+        return sum(effects.get(k, 0.0) for k in self.space.settings(cand))
+
+    def _ranked(self, base_peak: int | None) -> list[Candidate]:
+        """Every candidate (or a sample of a large space), fastest predicted first, those predicted
+        not to fit (the baseline's measured peak moved by the memory priors) after all that fit."""
+        if self.space.size() <= ENUMERATE_LIMIT:
+            pool = list(self.space.enumerated().candidates)
+        else:
+            pool = [*self.space.sample(self.rng, ENUMERATE_LIMIT), *self.space.neighbours(self.space.baseline())]
+        budget = self.space.budget_bytes
+
+        def fits(c: Candidate) -> bool:
+            return not base_peak or base_peak * np.exp(self._log(self.mem, c)) <= budget
+
+        ranked = sorted({c.key(): c for c in pool}.values(), key=lambda c: (not fits(c), self._log(self.time, c)))
+        if not ranked:
+            return []
+        best = ranked[0]
+        near = sorted(self.space.neighbours(best), key=lambda c: (not fits(c), self._log(self.time, c)))
+        return list({c.key(): c for c in [best, *near, *ranked]}.values())
+
+    def ask(self, history: list[TrialResult]) -> Proposal | None:
+        measured = measured_keys(history)
+        base = self.space.baseline()
+        if base.key() not in measured:
+            return Proposal(base, "baseline")
+        if self._order is None:
+            peaks = [t.peak_bytes for t in history if t.candidate.key() == base.key() and t.ok and t.peak_bytes]
+            self._order = self._ranked(peaks[0] if peaks else None)
+        # An OOM is a wall: nothing the memory priors put at or above it comes before what they put below.
+        walls = [self._log(self.mem, t.candidate) for t in history if t.status is TrialStatus.OOM]
+        wall = min(walls, default=np.inf)
+        fresh = [c for c in self._order if c.key() not in measured]
+        below = [c for c in fresh if self._log(self.mem, c) < wall]
+        return Proposal((below or fresh)[0], "the priors' next best") if fresh else None

@@ -25,7 +25,7 @@ from infrarsi.search.infrarsi_sampler import InfraRSISampler
 from infrarsi.search.memory_model import MemoryModel
 from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
 from infrarsi.search.part_interactions import PartInteractions, part_interactions
-from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
+from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, PriorsOnlySampler, RandomSampler
 from infrarsi.search.prior_check import PriorCheck
 from infrarsi.search.sampler import Proposal, Sampler, Unprepared
 from infrarsi.search.space import SearchSpace
@@ -35,7 +35,7 @@ from infrarsi.whole_process import ahead_of_baseline
 BANK_SEEDS = 3
 """The bank's seeds run first, at most these many of those valid in this space (the bank offers
 more: a bank written on another cluster holds layouts this one cannot run)."""
-SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder")
+SAMPLERS = ("infrarsi", "tpe", "gp", "random", "greedy", "batchfinder", "priors")
 MAX_NOISE_FLOOR = 0.5
 """A baseline measured on a busy machine can show a CV near 1; the time model's noise stays a log-sd below this."""
 
@@ -58,6 +58,7 @@ MAKE_SAMPLER: dict[str, Callable[[Strategy, SearchSpace, list[str]], Sampler]] =
     "random": lambda strategy, space, patches: RandomSampler(space, seed=strategy.seed),
     "greedy": lambda strategy, space, patches: GreedySampler(space, strategy.priors, seed=strategy.seed),
     "batchfinder": lambda strategy, space, patches: BatchFinderSampler(space, seed=strategy.seed),
+    "priors": lambda strategy, space, patches: PriorsOnlySampler(space, strategy.priors, seed=strategy.seed),
     **{name: _optuna for name in OPTUNA_SAMPLERS},
 }
 """Each strategy's sampler, from the space and the patches the run's study holds (only Optuna's

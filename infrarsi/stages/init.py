@@ -49,6 +49,7 @@ from infrarsi.contract import (
     load_contract,
     save_contract,
 )
+from infrarsi.knobs.attention import attention_kind
 from infrarsi.knobs.catalog import counts_epochs, domain, shape_of
 from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.dataflow import build_graph, knob_sources
@@ -537,6 +538,7 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
         hidden=facts.hidden,
         heads=facts.heads,
         layers=facts.layers,
+        attention=attention_kind(repo),
         seed=facts.seed or 0,
         warmup_steps=warmup,
         measured_steps=measured,

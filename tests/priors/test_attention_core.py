@@ -6,7 +6,14 @@ from dataclasses import replace
 import pytest
 
 from infrarsi.priors import builtin_table
-from infrarsi.priors.attention_core import HEAD_DIM, SCORES_KNOWN_SD, SCORES_SD, scores_saving, selective_time
+from infrarsi.priors.attention_core import (
+    FUSED_SAVING_SD,
+    HEAD_DIM,
+    SCORES_KNOWN_SD,
+    SCORES_SD,
+    scores_saving,
+    selective_time,
+)
 from tests.priors.conftest import knob, make_contract
 
 
@@ -48,3 +55,28 @@ def test_on_a_gpu_the_time_prior_of_selective_recomputation_follows_the_shape(ma
     cpu = builtin_table(make_context("cpu", contract=_shaped(4096, 4096, 32)))
     assert cpu.get("recompute=selective").time_log_mean - cpu.get("recompute=none").time_log_mean == \
         pytest.approx(0.03)
+
+
+def _fused(contract):
+    return replace(contract, workload=replace(contract.workload, attention="fused"))
+
+
+def test_under_a_fused_kernel_selective_recomputation_saves_nothing_and_costs_only_the_cores_flops(make_context):
+    """SDPA or FlashAttention keeps no scores: selective recomputation has nothing to drop, and its
+    recomputation is the core's FLOPs alone (the kernel does the softmax inside them)."""
+    eager, fused = _shaped(4096, 4096, 32), _fused(_shaped(4096, 4096, 32))
+    assert scores_saving(fused) == (0.0, FUSED_SAVING_SD) and scores_saving(eager)[0] < -0.5
+    assert 0 < selective_time(fused) < selective_time(eager)
+    assert math.expm1(selective_time(fused)) == pytest.approx(4096 / (3 * (6 * 4096 + 4096)))
+    table = builtin_table(make_context("cuda", contract=fused))
+    selective, none = table.get("recompute=selective"), table.get("recompute=none")
+    assert selective.mem_part_log_mean == pytest.approx(none.mem_part_log_mean)
+
+
+def test_under_a_fused_kernel_the_activations_keep_no_scores():
+    from infrarsi.priors.activation_bytes import Shape, activation_bytes
+
+    shape = Shape(seq=2048, hidden=6144, heads=48, layers=40)
+    kw = {"micro": 1, "tp": 1, "sequence_parallel": False, "level": "off"}
+    assert activation_bytes(shape, **kw, fused_attention=True) == pytest.approx(2048 * 6144 * 40 * 34)
+    assert activation_bytes(shape, **kw) > activation_bytes(shape, **kw, fused_attention=True)

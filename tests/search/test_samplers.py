@@ -5,7 +5,7 @@ import pytest
 
 from infrarsi.priors.types import Prior, PriorTable
 from infrarsi.search.infrarsi_sampler import SEED_P_FITS, InfraRSISampler
-from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, RandomSampler
+from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, PriorsOnlySampler, RandomSampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs, result
 from infrarsi.trials import TrialStatus
@@ -24,6 +24,7 @@ SAMPLERS = {
     "random": lambda space: RandomSampler(space),
     "greedy": lambda space: GreedySampler(space),
     "batch_finder": lambda space: BatchFinderSampler(space),
+    "priors": lambda space: PriorsOnlySampler(space),
 }
 
 
@@ -215,3 +216,27 @@ def test_after_the_fastest_micro_batch_ooms_the_sampler_tries_it_again_only_with
     # Checkpointing costs more here than micro-batch 16 gains (+0.17 against -0.10), so the pair
     # need not run at all: the optimum is micro-batch 8's.
     assert min(surface.job_s(t.candidate) for t in history if t.ok) == surface.job_s(surface.optimum())
+
+
+def test_the_priors_alone_go_best_first_then_its_neighbours_and_keep_below_an_oom():
+    space = _space(patches=())
+    base = space.baseline()
+    priors = PriorTable.of([
+        Prior(key="micro_batch_size=16", time_log_mean=-0.3, time_log_sd=0.1, mem_log_mean=0.7, mem_log_sd=0.1,
+              source="test"),
+        Prior(key="micro_batch_size=8", time_log_mean=-0.2, time_log_sd=0.1, mem_log_mean=0.35, mem_log_sd=0.1,
+              source="test"),
+        Prior(key="optimizer_impl=fused", time_log_mean=-0.1, time_log_sd=0.1, mem_log_mean=0.0, mem_log_sd=0.1,
+              source="test"),
+    ])
+    sampler = PriorsOnlySampler(space, priors)
+    assert sampler.ask([]).candidate == base
+    history = [result(base, step=1.0, peak=int(0.45 * space.budget_bytes))]
+    first = sampler.ask(history).candidate
+    assert first.knobs["micro_batch_size"] == 16 and first.knobs["optimizer_impl"] == "fused"
+    history.append(result(first, TrialStatus.OOM))
+    # Past the OOM, nothing the memory priors put as high as micro-batch 16 comes first.
+    for _ in range(5):
+        cand = sampler.ask(history).candidate
+        assert cand.knobs["micro_batch_size"] != 16
+        history.append(result(cand, peak=int(0.7 * space.budget_bytes)))
