@@ -378,7 +378,7 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
             verdicts[arm.key()] = judge(arm, base_pairs, pairs[arm.key()], lengths=lengths, floor=floor,
                                         compare_steps=compare_steps, level=level, label=rounds.label(len(arms)),
                                         others=others, declared_startup_s=declared_startup(arm),
-                                        untrusted=untrusted(arm), prior=prior)
+                                        untrusted=untrusted(arm), prior=prior, reference=len(reference))
         if done < rounds.least:
             active[:] = [a for a in active if a not in judged]
             return not active
@@ -455,6 +455,7 @@ def judge(
     declared_startup_s: float | None = 0.0,
     untrusted: bool = False,
     prior: SpreadPrior | None = None,
+    reference: int = 0,
 ) -> Verdict:
     """Promote or not, and say why, from the interleaved reruns of one candidate.
 
@@ -463,7 +464,8 @@ def judge(
     the same rounds, whose spread is pooled with this one's and the baseline's
     (``noise.pooled_speedup_interval``); the job interval's is moderated toward ``prior``, the
     spread doctor expects of a round's job time (the per-step one, a difference of two runs, has
-    its own).
+    its own). ``reference``: how many of ``base_pairs`` lead as doctor's rounds, left out when they
+    drifted from the run's own (``drifted``).
     """
     cand_runs = [run for pair in cand_pairs for run in pair.runs]
     verdict = Verdict(candidate=candidate, promoted=False, reason="", statuses=[r.status.value for r in cand_runs])
@@ -471,7 +473,7 @@ def judge(
     if failed:
         verdict.reason = f"{len(failed)} of {len(cand_runs)} reruns ended {failed[0].status.value}: {failed[0].detail}".strip(": ")
         return verdict
-    base = _measured(base_pairs, lengths)
+    base, left_out = _baseline_rounds(base_pairs, lengths, reference, prior)
     startup = (statistics.median(m.startup_s for _, m in base) + declared_startup_s
                if untrusted and declared_startup_s is not None and base else None)
     cand = _measured(cand_pairs, lengths, startup)
@@ -516,7 +518,44 @@ def judge(
         verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] {rounds} clears the promotion floor {floor:.3f}"
     else:
         verdict.reason = f"speedup {job.point:.3f}x, {label} [{job.low:.3f}, {job.high:.3f}] {rounds} does not clear the promotion floor {floor:.3f}"
+    verdict.reason += left_out
     return verdict
+
+
+DRIFT_LEVEL = 0.99
+"""Doctor's baseline round is left out when its job time lies outside this prediction interval of
+the run's own baseline rounds: the machine's pace moved between doctor and verification (the first
+A/A campaign of issue 49: doctor's pair projected 62 s of job, the run's own rounds 41-46 s)."""
+
+
+def drifted(reference_s: float, own_s: list[float], prior: SpreadPrior | None = None) -> bool:
+    """Whether ``reference_s`` (doctor's round's job time) is not one more of ``own_s`` (the run's
+    own baseline rounds): outside their ``DRIFT_LEVEL`` prediction interval on log-times, their
+    spread moderated toward ``prior`` as every interval's is. Never with fewer than two rounds."""
+    logs = [math.log(x) for x in own_s]
+    if len(logs) < 2:
+        return False
+    mean = statistics.fmean(logs)
+    df, ss = len(logs) - 1, sum((x - mean) ** 2 for x in logs)
+    if prior is not None and prior.df > 0 and prior.cv > 0:
+        df, ss = df + prior.df, ss + prior.df * prior.cv ** 2
+    if ss == 0:
+        return math.log(reference_s) != mean
+    half = t_quantile(0.5 + DRIFT_LEVEL / 2, df) * math.sqrt(ss / df * (1 + 1 / len(logs)))
+    return abs(math.log(reference_s) - mean) > half
+
+
+def _baseline_rounds(base_pairs: list[Pair], lengths: Lengths, reference: int,
+                     prior: SpreadPrior | None) -> tuple[list[tuple[Pair, WholeProcess]], str]:
+    """The measured baseline rounds a verdict uses, and why doctor's (the first ``reference``) were
+    left out ("" when they were not): they drifted from the run's own (``drifted``)."""
+    ref, own = _measured(base_pairs[:reference], lengths), _measured(base_pairs[reference:], lengths)
+    own_s = [m.job_s for _, m in own]
+    moved = [m.job_s for _, m in ref if drifted(m.job_s, own_s, prior)]
+    if not moved:
+        return ref + own, ""
+    return own, (f"; doctor's baseline round ({moved[0]:.1f} s of job) left out: the machine's pace moved since "
+                 f"doctor (this run's own rounds {min(own_s):.1f}-{max(own_s):.1f} s)")
 
 
 def _triple(interval: SpeedupInterval | None) -> tuple[float, float, float] | None:

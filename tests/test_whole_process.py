@@ -414,3 +414,29 @@ def test_a_process_that_keeps_its_own_pace_widens_the_rounds_expected_spread():
     steady = lengths.round_cv(step_s=0.2, startup_s=2.2, process_sd_s=0.05)
     paced = lengths.round_cv(step_s=0.2, startup_s=2.2, process_sd_s=0.05, step_cv=0.04)
     assert paced > 1.5 * steady and paced == pytest.approx(0.04, rel=0.1)
+
+
+def test_doctors_round_is_left_out_when_the_machines_pace_moved_since():
+    """The first A/A campaign of issue 49: doctor's pair projected 62 s of job, the run's own
+    baseline rounds 41-46 s. Kept, it would have made the baseline look 10% slower."""
+    from infrarsi.whole_process import drifted
+
+    prior = SpreadPrior(0.03, 2)
+    assert drifted(62.2, [41.0, 42.1, 43.0], prior)
+    assert not drifted(43.9, [41.0, 42.1, 43.0], prior)
+    assert not drifted(62.2, [41.0], prior)  # one round of its own says nothing of its spread
+    # Rounds that spread widely themselves make room for doctor's.
+    assert not drifted(62.2, [40.0, 55.0, 48.0], prior)
+
+
+def test_a_verdict_leaves_out_doctors_drifted_round_and_says_so():
+    doctor = runs(BASE, [0.15])  # the machine was slow when doctor ran: 16 s of job against 11
+    own = runs(BASE, [0.100, 0.101, 0.099])
+    cand = runs(FAST, [0.100, 0.101, 0.099])  # the same job: an A/A
+    kept = judge(FAST, doctor + own, cand, lengths=LENGTHS, floor=1.02, compare_steps=3,
+                 prior=SpreadPrior(0.01, 2))
+    left = judge(FAST, doctor + own, cand, lengths=LENGTHS, floor=1.02, compare_steps=3,
+                 prior=SpreadPrior(0.01, 2), reference=1)
+    assert len(kept.base_job_s) == 4 and kept.job_speedup[0] > 1.09
+    assert len(left.base_job_s) == 3 and left.job_speedup[0] == pytest.approx(1.0, abs=0.01)
+    assert not left.promoted and "doctor's baseline round" in left.reason and "left out" in left.reason
