@@ -490,8 +490,8 @@ def judge(
     verdict.base_record_step_s = _record_steps(base)
     verdict.cand_record_step_s = _record_steps(cand)
     verdict.peak_bytes = max((r.peak_bytes or 0) for p, _ in cand for r in p.runs) or None
-    reference = base[0][0].long.losses[:compare_steps]
-    diffs = [abs(c - b) for p, _ in cand for c, b in zip(p.long.losses[:compare_steps], reference)
+    base_losses = base[0][0].long.losses[:compare_steps]
+    diffs = [abs(c - b) for p, _ in cand for c, b in zip(p.long.losses[:compare_steps], base_losses)
              if math.isfinite(c) and math.isfinite(b)]
     verdict.max_loss_diff = max(diffs) if diffs else None
     moved = startup_problem([m.startup_s for _, m in base], [m.startup_s for _, m in cand],

@@ -16,20 +16,20 @@ tensor parallelism (it does nothing at ``tp = 1``, so the conditional dimension 
 there); ``SimSpace`` is InfraRSI's ``SearchSpace`` restricted to those points. Out-of-memory
 configurations are valid: they are the infeasible region a search must learn.
 
-    .venv/bin/python -m bench.sim.space        # every space: its size, its baseline, its optimum
+    .venv/bin/python -m bench.sim.space        # every space and stack: its size, its baseline, its optimum
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from bench.sim.hardware import A100_80GB, H100_SXM, H200, Cluster
 from bench.sim.model import Parallel, SimResult, Transformer, invalid, simulate
-from bench.sim.stack import IN_SAMPLE, Stack
+from bench.sim.stack import HELD_OUT, IN_SAMPLE, Stack, perturbed
 from infrarsi.contract import Contract, Knob, KnobValue, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate
@@ -225,17 +225,19 @@ def optimum(space: SimSpace) -> Optimum:
 
 
 def main() -> None:
-    print("| space | GPUs | model params | valid points | fit in memory | baseline step s | optimum | "
+    print("| space | stack | GPUs | model params | valid points | fit in memory | baseline step s | optimum | "
           "optimum step s | speedup |")
-    print("|---|---|--:|--:|--:|--:|---|--:|--:|")
-    for name, workload in SPACES.items():
-        space = SimSpace(workload)
-        best = optimum(space)
-        base = workload.simulate(space.baseline().knobs)
-        top = workload.simulate(best.candidate.knobs)
-        print(f"| {name} | {workload.cluster.gpus}x {workload.cluster.gpu.name} | {workload.model.params / 1e9:.1f}B "
-              f"| {best.valid} | {best.fits} | {base.step_s:.2f} | {', '.join(space.settings(best.candidate))} "
-              f"| {top.step_s:.2f} | {best.speedup:.3f}x |")
+    print("|---|---|---|--:|--:|--:|--:|---|--:|--:|")
+    for name, in_sample in SPACES.items():
+        for stack in (IN_SAMPLE, *HELD_OUT.values(), perturbed(0), perturbed(1)):
+            workload = replace(in_sample, stack=stack)
+            space = SimSpace(workload)
+            best = optimum(space)
+            base = workload.simulate(space.baseline().knobs)
+            top = workload.simulate(best.candidate.knobs)
+            print(f"| {name} | {stack.name} | {workload.cluster.gpus}x {workload.cluster.gpu.name} "
+                  f"| {workload.model.params / 1e9:.1f}B | {best.valid} | {best.fits} | {base.step_s:.2f} "
+                  f"| {', '.join(space.settings(best.candidate))} | {top.step_s:.2f} | {best.speedup:.3f}x |")
 
 
 if __name__ == "__main__":
