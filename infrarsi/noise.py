@@ -207,23 +207,34 @@ def pooled_speedup_interval(base_times: list[float], cand_times: list[float], co
     The pool assumes the arms share one spread, which interleaved runs of one job on one machine
     mostly do; a candidate whose own variance is larger than the rest's beyond an F test at
     ``NOISIER_LEVEL`` gets Welch's interval on its own spread (:func:`speedup_interval`), so a
-    noisy candidate never borrows the baseline's precision."""
+    noisy candidate never borrows the baseline's precision. With ``prior`` that interval is
+    moderated too: the baseline's side takes the rest's pool, the candidate's its own variance
+    moderated toward the prior (limma's posterior, one arm at a time), so two wild rounds give a
+    wide interval at the degrees of freedom the prior adds, not t at one (issue 49's A/A campaign
+    12 printed [0.000, 1.2e10])."""
     welch = speedup_interval(base_times, cand_times, confidence)
     groups = [[math.log(x) for x in g] for g in (base_times, cand_times, *others) if len(g) >= 2]
     df = sum(len(g) - 1 for g in groups)
     ss = sum((x - statistics.fmean(g)) ** 2 for g in groups for x in g)
-    if prior is not None and prior.df > 0 and prior.cv > 0:
-        df, ss = df + prior.df, ss + prior.df * prior.cv ** 2
-    rest_df = df - (len(cand_times) - 1)
+    prior_df, prior_var = (prior.df, prior.cv ** 2) if prior is not None and prior.df > 0 and prior.cv > 0 else (0, 0.0)
+    df, ss = df + prior_df, ss + prior_df * prior_var
+    cand_df = len(cand_times) - 1
+    rest_df = df - cand_df
     if ss == 0 or rest_df < 1:
         return welch
     cand_var = statistics.variance([math.log(x) for x in cand_times])
-    rest_var = (ss - cand_var * (len(cand_times) - 1)) / rest_df
-    if rest_var <= 0 or cand_var / rest_var > _f_quantile(NOISIER_LEVEL, len(cand_times) - 1, rest_df):
-        return welch
+    rest_var = (ss - cand_var * cand_df) / rest_df
+    diff = math.log(welch.point)
+    if rest_var <= 0 or cand_var / rest_var > _f_quantile(NOISIER_LEVEL, cand_df, rest_df):
+        if not prior_df or rest_var <= 0:
+            return welch
+        cand_var = (prior_df * prior_var + cand_df * cand_var) / (prior_df + cand_df)
+        vb, vc = rest_var / len(base_times), cand_var / len(cand_times)
+        welch_df = (vb + vc) ** 2 / (vb ** 2 / rest_df + vc ** 2 / (prior_df + cand_df))
+        half = t_quantile(0.5 + confidence / 2, welch_df) * math.sqrt(vb + vc)
+        return SpeedupInterval(welch.point, _exp(diff - half), _exp(diff + half))
     se = math.sqrt(ss / df * (1 / len(base_times) + 1 / len(cand_times)))
     half = t_quantile(0.5 + confidence / 2, df) * se
-    diff = math.log(welch.point)
     return SpeedupInterval(welch.point, _exp(diff - half), _exp(diff + half))
 
 

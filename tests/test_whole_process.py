@@ -407,6 +407,22 @@ def test_the_pool_is_moderated_toward_the_spread_doctor_expects():
     assert pooled_speedup_interval(base, cand, 0.99, prior=SpreadPrior(0.02, 0)) == bare
 
 
+def test_a_noisy_candidates_interval_is_moderated_but_never_borrows_the_pool():
+    """Issue 49's A/A campaign 12: two wild rounds of a candidate gave Welch's t at about one degree
+    of freedom, [0.000, 1.2e10]. Moderated, it is still wide and still promotes nothing, yet says
+    something; a quiet candidate's interval stays far narrower."""
+    from infrarsi.noise import pooled_speedup_interval
+
+    base, wild, quiet = [40.6, 40.8, 42.5], [20.0, 45.0], [30.0, 30.7]
+    prior = SpreadPrior(0.03, 2)
+    raw = pooled_speedup_interval(base, wild, 0.95)
+    held = pooled_speedup_interval(base, wild, 0.95, prior=prior)
+    assert held.point == raw.point and raw.low < held.low < 1.0 < held.high < raw.high
+    assert held.high / held.low > 1.5
+    calm = pooled_speedup_interval(base, quiet, 0.95, prior=prior)
+    assert calm.high / calm.low < 1.2 < held.high / held.low
+
+
 def test_a_process_that_keeps_its_own_pace_widens_the_rounds_expected_spread():
     """The A/A campaigns of issue 49 measured the same configuration 2-5% apart process to process:
     doctor's runs' median steps that differ that much make verification plan for it."""

@@ -4,12 +4,13 @@ the point's own copy, an edit that does not apply once refused). Static: nothing
 
 from __future__ import annotations
 
+import ast
 import shutil
 import tomllib
 
 import pytest
 
-from bench.expert import FIXTURES, GRIDS, make_arm
+from bench.expert import DEFAULT_CORPUS, FIXTURES, GRIDS, make_arm
 from infrarsi.contract import load_contract
 from infrarsi.stages.init import init
 from infrarsi.trials import Candidate
@@ -25,6 +26,23 @@ def test_every_point_is_made_of_moves_its_repo_defines():
             assert set(point) <= set(grid["moves"]), (name, point)
         if (FIXTURES / name).is_dir():
             assert grid["command"], name
+
+
+@pytest.mark.parametrize("name", sorted(tomllib.loads(GRIDS.read_text())))
+def test_every_hand_edit_applies_once_and_leaves_python(name):
+    """Each move's edits, made in order on the repo's own files (the fixture's, or the corpus
+    entry's where ../shared/corpus is present), each match once and leave files that parse."""
+    root = FIXTURES / name if (FIXTURES / name).is_dir() else DEFAULT_CORPUS / name
+    if not root.is_dir():
+        pytest.skip(f"{root} is not here")
+    for move, spec in tomllib.loads(GRIDS.read_text())[name]["moves"].items():
+        texts: dict[str, str] = {}
+        for edit in spec.get("edits") or []:
+            text = texts.get(edit["file"]) or (root / edit["file"]).read_text()
+            assert text.count(edit["old"]) == 1, (name, move, edit["old"])
+            texts[edit["file"]] = text.replace(edit["old"], edit["new"])
+        for file, text in texts.items():
+            ast.parse(text, f"{name}/{file} after {move}")
 
 
 def test_a_point_is_its_own_copy_contract_and_candidate(tmp_path):
