@@ -120,6 +120,9 @@ FLOORS = [
     # The experiment engine runs the run stage's trials and verify's reruns: the stages use it,
     # never the other way round.
     ("infrarsi/experiment", "infrarsi.stages"),
+    # Samplers choose trials; the engine runs them. The Optuna peers encode candidates with the
+    # codec below both (infrarsi/study_codec.py), never with the engine's store.
+    ("infrarsi/search", "infrarsi.experiment"),
 ]
 """Each package and a layer above it that it never imports."""
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from infrarsi.experiment.store import DUPLICATE_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore, from_params
+from infrarsi.experiment.store import DUPLICATE_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore
+from infrarsi.study_codec import from_params
 from infrarsi.trials import Candidate, TrialResult
 
 MEASURING = ("baseline", "validation", "search")

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -24,15 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from infrarsi.contract import Contract
 from infrarsi.experiment import optuna_adapter as adapter
 from infrarsi.records.files import study_path
-from infrarsi.settings import PATCH_PREFIX
-from infrarsi.trials import Candidate, TrialResult, TrialStatus
-from infrarsi.whole_process import job_seconds
+from infrarsi.study_codec import distributions, from_params, outcome, to_params
+from infrarsi.trials import Candidate, TrialResult
 
 optuna.logging.set_verbosity(logging.WARNING)
 # Heartbeats are experimental in Optuna and it expects them only under Study.optimize; we drive
@@ -104,42 +101,6 @@ def study_name(contract: Contract) -> str:
     data["loss"].pop("numerics_tolerance", None)
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
     return f"infrarsi-{digest}"
-
-
-def distributions(contract: Contract, patches: list[str]) -> dict[str, CategoricalDistribution]:
-    dists: dict[str, CategoricalDistribution] = {
-        k.name: CategoricalDistribution(list(k.domain)) for k in contract.tunable
-    }
-    for name in patches:
-        dists[PATCH_PREFIX + name] = CategoricalDistribution([False, True])
-    return dists
-
-
-def to_params(candidate: Candidate, contract: Contract, patches: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {k.name: candidate.knobs.get(k.name, k.default) for k in contract.tunable}
-    for name in patches:
-        params[PATCH_PREFIX + name] = name in candidate.patches
-    return params
-
-
-def from_params(params: dict[str, Any]) -> Candidate:
-    knobs = {k: v for k, v in params.items() if not k.startswith(PATCH_PREFIX)}
-    patches = tuple(sorted(k.removeprefix(PATCH_PREFIX) for k, v in params.items() if k.startswith(PATCH_PREFIX) and v))
-    return Candidate(knobs=knobs, patches=patches)
-
-
-def outcome(result: TrialResult, contract: Contract) -> tuple[TrialState, float | None]:
-    """What a trial's result is to Optuna: its job seconds (complete), pruned (aborted as slow), or failed."""
-    value = job_seconds(result, contract.workload.planned_steps) if result.ok else None
-    if value is not None and math.isfinite(value):
-        return TrialState.COMPLETE, value
-    return (TrialState.PRUNED if result.status is TrialStatus.ABORTED_SLOW else TrialState.FAIL), None
-
-
-def memory_constraint(result: TrialResult, contract: Contract) -> float:
-    """Optuna's constraint convention for memory (feasible at zero or less): an OOM is positive (the excess)."""
-    over = (result.peak_bytes or contract.memory.budget_bytes) - contract.memory.budget_bytes
-    return float(max(over, 1) if result.status is TrialStatus.OOM else -1)
 
 
 def grace_period_s(storage: optuna.storages.BaseStorage) -> float:

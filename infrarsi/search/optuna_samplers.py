@@ -22,10 +22,10 @@ import optuna
 from optuna.distributions import BaseDistribution
 
 from infrarsi.contract import Contract
-from infrarsi.experiment.store import distributions, from_params, memory_constraint, outcome, to_params
 from infrarsi.search.history import measured_keys
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import SearchSpace
+from infrarsi.study_codec import distributions, from_params, memory_constraint, outcome, to_params
 from infrarsi.trials import TrialResult, TrialStatus
 
 STARTUP_TRIALS = 5

@@ -8,15 +8,9 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload
-from infrarsi.experiment.store import (
-    INTERRUPTED_ATTR,
-    PATCH_PREFIX,
-    TrialStore,
-    distributions,
-    from_params,
-    study_name,
-    to_params,
-)
+from infrarsi.experiment.store import INTERRUPTED_ATTR, TrialStore, study_name
+from infrarsi.settings import PATCH_PREFIX
+from infrarsi.study_codec import distributions, from_params, to_params
 from infrarsi.trials import Candidate, Hunk, TrialResult, TrialStatus
 from infrarsi.whole_process import job_seconds
 

@@ -9,12 +9,12 @@ import optuna
 import pytest
 
 from infrarsi.contract import Knob
-from infrarsi.experiment.store import distributions, from_params, memory_constraint, outcome, to_params
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.optuna_samplers import OOM_PENALTY, OPTUNA_SAMPLERS, STARTUP_TRIALS, OptunaSampler
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import Strategy
 from infrarsi.search.synthetic import DENSE_MEM, DENSE_TIME, Surface, contract_with, dense_knobs
+from infrarsi.study_codec import distributions, from_params, memory_constraint, outcome, to_params
 from infrarsi.trials import TrialResult, TrialStatus
 
 PATCHES = ["fused_qkv"]
