@@ -7,6 +7,7 @@ test imported cannot hide (or fake) an arrow. docs/INTERFACES.md describes the l
 from __future__ import annotations
 
 import ast
+import graphlib
 import json
 import subprocess
 import sys
@@ -132,3 +133,25 @@ def test_the_floors_do_not_import_the_layers_above_them(floor, above):
     upward = {str(p.relative_to(ROOT)): sorted(m for m in _imported_modules(p) if m == above or m.startswith(f"{above}."))
               for p in sorted((ROOT / floor).rglob("*.py"))}
     assert {path: mods for path, mods in upward.items() if mods} == {}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_of_the_package_imports_itself_round_a_circle():
+    """Imports inside functions included (a lazy import hides a circle, it does not remove it): the
+    modules of ``infrarsi`` form a graph with no cycle."""
+    paths = {_module_name(p): p for p in sorted((ROOT / "infrarsi").rglob("*.py"))}
+    graph = {}
+    for name, path in paths.items():
+        named = _imported_modules(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                named |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[name] = {m for m in named if m in paths and m != name and not name.startswith(f"{m}.")}
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        pytest.fail(f"import circle: {' -> '.join(error.args[1])}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from infrarsi import batch
 from infrarsi.contract import KnobValue
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from infrarsi.knobs.discover import TYPES, RawKnob
+from infrarsi.knobs.raw import TYPES, RawKnob
 from infrarsi.knobs.source import ParsedFile, dotted, is_knob_value, string_literal, type_name, walk
 
 LIBRARIES = ("click", "typer", "fire")

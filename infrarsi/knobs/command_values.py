@@ -17,7 +17,8 @@ from pathlib import Path
 from infrarsi.commandline import Arg, Command, script_settings
 from infrarsi.contract import KnobValue
 from infrarsi.knobs.config_files import DATA_SUFFIXES, read_data_config, read_python_config
-from infrarsi.knobs.discover import Discovery, RawKnob
+from infrarsi.knobs.discover import Discovery
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.source import DiscoveryError, is_knob_value, type_name
 
 # Declared knobs the command may supply although their declaration gives no usable default.

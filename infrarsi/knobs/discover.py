@@ -24,9 +24,10 @@ from typing import Sequence
 
 import libcst as cst
 
-from infrarsi.contract import KnobValue
+from infrarsi.knobs.cli_libraries import read_cli_library
 from infrarsi.knobs.entry import EntryPoint
 from infrarsi.knobs.nested import nested_config
+from infrarsi.knobs.raw import TYPES, RawKnob
 from infrarsi.knobs.source import (
     ParsedFile,
     dotted,
@@ -37,29 +38,6 @@ from infrarsi.knobs.source import (
     type_name,
     walk,
 )
-
-TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
-"""A knob type by the name a declaration spells it with."""
-
-
-@dataclass(frozen=True, slots=True)
-class RawKnob:
-    """A knob as the script declares it, before the catalog gives it a role."""
-
-    name: str
-    type: str
-    default: KnobValue | None
-    choices: tuple[KnobValue, ...] = ()
-    help: str = ""
-    flag: str = ""
-    flag_style: str = "eq"
-    source: str = ""
-    """``file:line`` of the declaration."""
-    note: str = ""
-    """Why it cannot be used as a knob (non-empty: skipped)."""
-    receiver: str = ""
-    """``file:function`` whose parameter of the knob's name receives its value (a click, typer or fire
-    command), where the data flow starts; empty: the value is loaded as ``<anything>.<name>``."""
 
 
 @dataclass(slots=True)
@@ -353,9 +331,6 @@ def discover(repo: Path, entry: EntryPoint, args: Sequence[str] = (), cwd: str =
     warnings: list[str] = []
     subcommand = ""
     if not found:
-        # Imported here: cli_libraries builds on this module's RawKnob.
-        from infrarsi.knobs.cli_libraries import read_cli_library
-
         cli = read_cli_library(entry_reader)
         if cli is not None:
             style, found, subcommand = cli.library, cli.knobs, cli.subcommand

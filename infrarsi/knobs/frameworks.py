@@ -18,7 +18,7 @@ from pathlib import Path
 import libcst as cst
 
 from infrarsi.knobs.catalog import Rule
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.source import ParsedFile, dotted, walk
 
 SCHEMA = Path(__file__).with_name("data") / "frameworks.toml"

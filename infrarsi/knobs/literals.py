@@ -26,7 +26,7 @@ import libcst as cst
 
 from infrarsi.knobs.catalog import Rule
 from infrarsi.knobs.dataflow import LOADER_KEYWORDS
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.source import ParsedFile, dotted, walk
 
 LOADER = "DataLoader"

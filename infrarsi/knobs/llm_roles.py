@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.source import ParsedFile
 from infrarsi.llm import LLMConfig, MalformedReply, call_tool
 from infrarsi.records.files import claims_path

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from infrarsi.knobs.catalog import Rule, classify
 from infrarsi.knobs.dataflow import WORLD_SIZE, FlowGraph, Reach, build_graph, knob_sources
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.source import ParsedFile
 
 

@@ -19,8 +19,8 @@ from dataclasses import replace
 from infrarsi import batch
 from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.knobs.catalog import domain
-from infrarsi.knobs.discover import RawKnob
 from infrarsi.knobs.llm_roles import Claim
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.trials import TrialResult, TrialStatus
 
 MEMORY_MOVES = 0.05

@@ -54,13 +54,14 @@ from infrarsi.knobs.catalog import counts_epochs, domain, shape_of
 from infrarsi.knobs.command_values import apply_command
 from infrarsi.knobs.dataflow import build_graph, knob_sources
 from infrarsi.knobs.device import DeviceFit, fit_device, is_device_knob, module_device_knob, require_no_cuda
-from infrarsi.knobs.discover import Discovery, RawKnob, discover
+from infrarsi.knobs.discover import Discovery, discover
 from infrarsi.knobs.entry import EntryPoint, find_entry
 from infrarsi.knobs.frameworks import framework_settings, with_settings
 from infrarsi.knobs.literals import literal_settings
 from infrarsi.knobs.llm_roles import Claim, classify_unknown, knob_uses, save_claims
 from infrarsi.knobs.loop import find_loop
 from infrarsi.knobs.pair import PairFlow, pair_flow
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.roles import Role, assign_roles
 from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, python_files, read_text, walk
 from infrarsi.launcher.settings import launcher_knobs

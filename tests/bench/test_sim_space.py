@@ -14,7 +14,7 @@ import pytest
 
 from bench.sim.space import EP, MICRO, PP, ROLES, SP, SPACES, TP, VPP, ZERO, SimSpace, job_s, optimum
 from infrarsi.knobs.catalog import classify
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 from infrarsi.trials import Candidate
 
 

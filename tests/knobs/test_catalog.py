@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infrarsi.knobs.catalog import classify, domain, power_of_two_divisors, shape_of
-from infrarsi.knobs.discover import RawKnob
+from infrarsi.knobs.raw import RawKnob
 
 
 def knob(name, default, type_=None, help="", choices=()):
