@@ -113,6 +113,17 @@ class Knob:
         if self.flag_style not in ("eq", "store_true", "store_false", "bool_optional", "env"):
             raise ContractError(f"knobs.{self.name}.flag_style", f"unknown style {self.flag_style!r}")
 
+    @property
+    def source_path(self) -> str:
+        """The file of ``source`` (empty: none recorded)."""
+        return self.source.rpartition(":")[0] if ":" in self.source else self.source
+
+    @property
+    def source_line(self) -> int:
+        """The line of ``source`` (0: none recorded)."""
+        tail = self.source.rpartition(":")[2]
+        return int(tail) if ":" in self.source and tail.isdigit() else 0
+
     def render(self, value: KnobValue) -> list[str]:
         """The command-line arguments that set this knob to ``value`` (empty: none needed)."""
         if self.flag_style == "env":

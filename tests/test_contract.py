@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from dataclasses import replace
 
 import pytest
 import tomli_w
@@ -132,3 +133,10 @@ def test_a_contract_an_earlier_infrarsi_wrote_loads(repo):
     edit(repo, lambda d: d["workload"].pop("notes"))
     assert "notes" not in contract_path(repo).read_text()
     assert load_contract(repo) == contract()
+
+
+def test_a_knobs_source_is_read_in_one_place():
+    knob = Knob(name="lr", role="workload", type="float", default=0.1, source="conf/train.py:12")
+    assert (knob.source_path, knob.source_line) == ("conf/train.py", 12)
+    assert (replace(knob, source="").source_path, replace(knob, source="").source_line) == ("", 0)
+    assert (replace(knob, source="c:/x.py:3").source_path, replace(knob, source="train.py").source_line) == ("c:/x.py", 0)

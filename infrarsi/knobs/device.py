@@ -55,7 +55,7 @@ def fit_device(knobs: list[Knob], set_by: dict[str, str], has_cuda: bool, machin
             said = f"knob {knob.name} is {knob.default!r} in {origin}"
         else:
             said = f"knob {knob.name} defaults to {knob.default!r}" + (f" ({knob.source})" if knob.source else "")
-        how = "on the command line" if knob.flag else f"written into {knob.source.rsplit(':', 1)[0]}"
+        how = "on the command line" if knob.flag else f"written into {knob.source_path}"
         fit.overrides[knob.name] = value
         fit.notes.append(f"{said} but this machine ({machine}) has no CUDA device: "
                          f"the baseline runs with {knob.name}={value} ({how})")

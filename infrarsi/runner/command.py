@@ -71,7 +71,7 @@ def source_knobs(contract: Contract, values: dict[str, KnobValue]) -> dict[str, 
     for name, value in values.items():
         knob = contract.knob(name)
         if not knob.flag and not (value == knob.default and written_in_code(name)):
-            path = knob.source.rsplit(":", 1)[0] if knob.source else contract.workload.entry
+            path = knob.source_path or contract.workload.entry
             by_file.setdefault(path, {})[name] = value
     return by_file
 

@@ -66,7 +66,7 @@ def _write_settings(checkout: Path, contract: Contract, settings: dict[str, Knob
     flags: list[str] = []
     for name, value in settings.items():
         knob = contract.knob(name)
-        path = knob.source.rsplit(":", 1)[0] if knob.source else contract.workload.entry
+        path = knob.source_path or contract.workload.entry
         if knob.flag_style == "env":  # a launcher setting: the variables that give it
             flags += [f"{k}={v}" for k, v in settings_env(contract, {name: value}, for_person=True).items()]
         elif contract.scope.allows(path):

@@ -586,7 +586,7 @@ def _has_function(module: cst.Module, qualname: str) -> bool:
 def _knob_files(knobs: list[Knob]) -> list[str]:
     """The Python files trials write tunable knobs into (a dataclass config's defaults, a setting
     written in code): editable, or every trial that moves one would change a locked file."""
-    paths = [k.source.rsplit(":", 1)[0] for k in knobs if k.tunable and not k.flag and ":" in k.source]
+    paths = [k.source_path for k in knobs if k.tunable and not k.flag and k.source_line]
     return list(dict.fromkeys(p for p in paths if p.endswith(".py")))
 
 

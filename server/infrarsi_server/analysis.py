@@ -90,11 +90,10 @@ def _definition_pattern(knob: Knob) -> re.Pattern:
 def knob_lines(rel: str | None, lines: list[str], contract: Contract | None) -> list[KnobLine]:
     out = []
     for knob in contract.knobs if contract else ():
-        path, _, number = knob.source.rpartition(":")
-        if path != rel:
+        if knob.source_path != rel:
             continue
         pattern = _definition_pattern(knob)
-        recorded = int(number) if number.isdigit() else 0
+        recorded = knob.source_line
         # where init saw it, unless the file moved since; then the first line that defines it
         if 0 < recorded <= len(lines) and pattern.search(lines[recorded - 1]):
             out.append(KnobLine(knob, recorded))
