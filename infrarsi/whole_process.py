@@ -398,11 +398,13 @@ def _failed(run: TrialResult) -> bool:
 
 def _undecided(verdict: Verdict, floor: float, best: Verdict | None, done: int, most: int, level: float,
                last_level: float) -> bool:
-    if (verdict.promoted or verdict.contract or any(s not in ("ok", "disturbed") for s in verdict.statuses)
-            or verdict.job_speedup is None):
+    if verdict.promoted or verdict.contract or any(s not in ("ok", "disturbed") for s in verdict.statuses):
         return False
-    job = SpeedupInterval(*verdict.job_speedup)
     measured = min(len(verdict.base_job_s), len(verdict.cand_job_s))  # a disturbed round measured nothing
+    if verdict.job_speedup is None:
+        # Disturbed rounds left too few measured for an interval: the next round may give one.
+        return measured < 2 and done < most
+    job = SpeedupInterval(*verdict.job_speedup)
     if job.high <= floor or futile(job, measured, measured + most - done, level, floor, last_level):
         return False
     return best is None or best.job_speedup is None or job.point > best.job_speedup[0]

@@ -215,6 +215,29 @@ def test_interleave_stops_at_most_rounds_and_early_on_a_failed_rerun():
     assert len(base_runs) == 4 and len(undecided.cand_step_s) == 4 and not undecided.promoted
 
 
+def test_a_candidate_whose_rounds_were_disturbed_gets_the_rounds_it_lacks():
+    """The README job's second run of 2026-12-07 (12:45 UTC): the candidate's short runs of its
+    first round stayed disturbed through their reruns, so after the least rounds it had one measured
+    round, no interval, and left the rotation "too few rounds for an interval" while rounds were
+    left. It stays while it has fewer than two and the rounds allow."""
+    order: list[tuple[int, int]] = []
+    times = {2: [0.100, 0.101, 0.100, 0.101], 16: [0.050, 0.051, 0.049, 0.050]}
+    scripted = _scripted(times, order)
+
+    def run_one(candidate: Candidate, round_: int, steps: int) -> TrialResult:
+        if candidate == FAST and round_ == 0 and steps == LENGTHS.short:
+            return run(candidate, 0.2, steps, status=TrialStatus.DISTURBED)
+        return scripted(candidate, round_, steps)
+
+    (verdict,), base_runs = _interleave([FAST], run_one, Rounds(least=2, most=4))
+    assert len(verdict.cand_job_s) >= 2 and verdict.job_speedup is not None
+    assert verdict.promoted and len(base_runs) == 3
+    # Disturbed in every round: no interval after the most rounds, and no promotion.
+    always = _interleave([FAST], lambda c, r, n: run(c, 0.2, n, status=TrialStatus.DISTURBED) if c == FAST
+                         else scripted(c, r, n), Rounds(least=2, most=4))[0][0]
+    assert always.job_speedup is None and not always.promoted
+
+
 def test_a_candidate_no_faster_than_the_baseline_leaves_after_the_least_rounds():
     """Futility: 2% faster on noise of a few percent could not clear 1.05 however many rounds ran,
     so it costs `least` rounds, not `most`; a noisy 1.2x one stays while it is within reach."""
