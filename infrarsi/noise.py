@@ -224,17 +224,17 @@ def pooled_speedup_interval(base_times: list[float], cand_times: list[float], co
         return welch
     cand_var = statistics.variance([math.log(x) for x in cand_times])
     rest_var = (ss - cand_var * cand_df) / rest_df
-    diff = math.log(welch.point)
+    q = 0.5 + confidence / 2
     if rest_var <= 0 or cand_var / rest_var > _f_quantile(NOISIER_LEVEL, cand_df, rest_df):
         if not prior_df or rest_var <= 0:
             return welch
         cand_var = (prior_df * prior_var + cand_df * cand_var) / (prior_df + cand_df)
         vb, vc = rest_var / len(base_times), cand_var / len(cand_times)
         welch_df = (vb + vc) ** 2 / (vb ** 2 / rest_df + vc ** 2 / (prior_df + cand_df))
-        half = t_quantile(0.5 + confidence / 2, welch_df) * math.sqrt(vb + vc)
-        return SpeedupInterval(welch.point, _exp(diff - half), _exp(diff + half))
-    se = math.sqrt(ss / df * (1 / len(base_times) + 1 / len(cand_times)))
-    half = t_quantile(0.5 + confidence / 2, df) * se
+        half = t_quantile(q, welch_df) * math.sqrt(vb + vc)
+    else:
+        half = t_quantile(q, df) * math.sqrt(ss / df * (1 / len(base_times) + 1 / len(cand_times)))
+    diff = math.log(welch.point)
     return SpeedupInterval(welch.point, _exp(diff - half), _exp(diff + half))
 
 
