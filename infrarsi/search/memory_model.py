@@ -2,8 +2,9 @@
 
 An OOM trial only tells us its peak was above the budget: it is a right-censored observation at
 log(budget) (or at the level the watchdog saw, if higher). A trial that ended early for another
-reason (crash, timeout, slow abort) ran part of the job, so the peak it reached is a lower bound
-too. Fitting by censored likelihood lets OOMs teach the model instead of being thrown away; the
+reason (crash, timeout, slow abort) before ``STEADY_STEPS`` steps ran part of the job, so the peak
+it reached is a lower bound too; one that ran that many had reached the peak every later step
+repeats, and its reading is a measurement. Fitting by censored likelihood lets OOMs teach the model instead of being thrown away; the
 coefficients are each setting's memory price.
 
 The weights get a weak Gaussian prior toward the prior effects (their sds widened by
@@ -59,6 +60,15 @@ SHAPED_SHARE_SD = 0.3
 the logits and an MoE's routed copies are not in it."""
 
 
+STEADY_STEPS = 2
+"""Steps after which a run has met its peak: the first step's optimizer call allocates the
+optimizer's state after the activations are freed, the second holds both. On the README job a
+bf16 trial aborted slow after a few steps peaked at 0.38 GiB against the baseline's 0.45; read as
+a lower bound and moved up to where the prior put it, it priced bf16 at +0.63 in log memory and
+kept every bf16 candidate without SDPA from the search (docs/benchmarks.md, "The README job five
+times")."""
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryPrice:
     key: str
@@ -92,7 +102,8 @@ def memory_data(space: SearchSpace, history: list[TrialResult]) -> MemoryData:
             level = math.log(t.peak_bytes) if t.peak_bytes else -math.inf
             trials.append(t.candidate), ys.append(max(budget, level)), cens.append(True)
         elif t.peak_bytes:
-            trials.append(t.candidate), ys.append(math.log(t.peak_bytes)), cens.append(not t.ok)
+            steady = len(t.warmup_times) + len(t.step_times) >= STEADY_STEPS
+            trials.append(t.candidate), ys.append(math.log(t.peak_bytes)), cens.append(not (t.ok or steady))
     return MemoryData(space.indicator(trials), np.array(ys), np.array(cens, dtype=bool))
 
 

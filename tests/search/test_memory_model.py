@@ -7,7 +7,7 @@ import pytest
 
 from infrarsi.contract import Knob
 from infrarsi.priors.types import Prior, PriorTable
-from infrarsi.search.memory_model import MemoryModel
+from infrarsi.search.memory_model import MemoryModel, memory_data
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.synthetic import contract_with, result
 from infrarsi.trials import TrialStatus
@@ -126,3 +126,22 @@ def test_a_tight_prior_the_data_contradict_stops_steering():
     agreeing = PriorTable.of([Prior(key="compile=True", time_log_mean=0.0, time_log_sd=0.2,
                                     mem_log_mean=0.3, mem_log_sd=0.05, source="test")])
     assert MemoryModel(space, agreeing).fit(history).contradicted == set()
+
+
+def test_a_run_stopped_after_its_steady_steps_measured_its_peak_and_one_stopped_before_bounds_it():
+    """A trial aborted slow after a few steps had reached the peak every later step repeats (the
+    README job's bf16: 0.38 GiB against the baseline's 0.45); one stopped in its first step had not."""
+    space = _space(10**9)
+    base = space.baseline()
+    bf16 = space.with_value(base, "dtype", "bfloat16")
+    slow = result(bf16, TrialStatus.ABORTED_SLOW, step=3.0, peak=0.38e9)
+    early = result(bf16, TrialStatus.CRASH, peak=0.38e9)
+    early.warmup_times = [3.0]
+    data = memory_data(space, [result(base, step=1.0, peak=0.45e9), slow, early])
+    assert data.censored.tolist() == [False, False, True]
+    priors = PriorTable.of([Prior(key="dtype=bfloat16", time_log_mean=0.0, time_log_sd=0.3, mem_log_mean=0.5,
+                                  mem_log_sd=0.3, source="test")])
+    for trials, cheaper in (([slow], True), ([early], False)):
+        model = MemoryModel(space, priors).fit([result(base, step=1.0, peak=0.45e9), *trials])
+        effect = dict(zip(space.setting_keys, model.setting_effects()[0]))["dtype=bfloat16"]
+        assert bool(effect < 0) is cheaper, (trials[0].status, effect)

@@ -240,3 +240,35 @@ def test_the_priors_alone_go_best_first_then_its_neighbours_and_keep_below_an_oo
         cand = sampler.ask(history).candidate
         assert cand.knobs["micro_batch_size"] != 16
         history.append(result(cand, peak=int(0.7 * space.budget_bytes)))
+
+
+def test_a_setting_its_prior_calls_too_hungry_everywhere_is_tried_once_before_converging(monkeypatch):
+    """The MoE cluster held out: recomputation off was priced by its prior alone, given 0.3-0.4 of
+    fitting everywhere, and no trial held it; here compile's prior says +2.0 in log memory, truly +0.05."""
+    space = _space(patches=())
+    time = {**DENSE_TIME, "compile=True": -0.4}
+    surface = Surface(space, time, {**DENSE_MEM, "compile=True": 0.05}, base_peak=0.5 * space.budget_bytes)
+    priors = PriorTable.of([Prior(key="compile=True", time_log_mean=-0.3, time_log_sd=0.2, mem_log_mean=2.0,
+                                  mem_log_sd=0.5, source="test")])
+    optimum = surface.optimum()
+    assert optimum.knobs["compile"]
+
+    def search() -> tuple[InfraRSISampler, list]:
+        sampler, history = InfraRSISampler(space, priors), []
+        while len(history) < 30 and (proposal := sampler.ask(history)) is not None:
+            history.append(surface.run(proposal.candidate))
+            history[-1].detail = proposal.reason
+        return sampler, history
+
+    # The premise: expected improvement among likely fits never holds compile, and the search stops.
+    monkeypatch.setattr(InfraRSISampler, "_probe", lambda self, *args: None)
+    plain, history = search()
+    assert plain.stop_reason.startswith("converged"), plain.stop_reason
+    assert not any(t.candidate.knobs["compile"] for t in history)
+    monkeypatch.undo()
+    probing, history = search()
+    compiled = [t for t in history if t.candidate.knobs["compile"]]
+    assert compiled and "compile=True, untried, has a" in compiled[0].detail, \
+        [(space.settings(t.candidate), t.detail) for t in history]
+    # The one trial priced it: the search goes on to the optimum, which holds it.
+    assert optimum.key() in {t.candidate.key() for t in history}
