@@ -26,13 +26,9 @@ from infrarsi.contract import (
 from infrarsi.hardware import fingerprint
 from infrarsi.records import DoctorError, PeakFlops, load_doctor
 from infrarsi.records.doctor import Efficiency
-from infrarsi.stages.doctor import (
-    PHASE_TOLERANCE,
-    precision_headroom,
-    summarize,
-    with_evaluations_measured,
-    with_measured_workload,
-)
+from infrarsi.stages.doctor_contract import with_evaluations_measured, with_measured_workload
+from infrarsi.stages.doctor_findings import precision_headroom
+from infrarsi.stages.doctor_summary import PHASE_TOLERANCE, summarize
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infrarsi.contract import load_contract
 from infrarsi.runner.trial import TrialSpec, run_trial
-from infrarsi.stages.doctor import with_measured_length
+from infrarsi.stages.doctor_contract import with_measured_length
 from infrarsi.stages.init import init
 from infrarsi.trials import Candidate
 from tests.stages.conftest import git_repo
