@@ -37,20 +37,20 @@ from infrarsi.records.doctor import DoctorError, DoctorReport, save_doctor
 from infrarsi.records.files import doctor_logs_dir
 from infrarsi.runner import accounting, interference
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
-from infrarsi.stages.doctor_contract import _measured_contract
+from infrarsi.stages.doctor_contract import measured_contract
 from infrarsi.stages.doctor_findings import precision_headroom
 from infrarsi.stages.doctor_measure import (
-    _baseline_run,
-    _checked_baseline,
-    _drift,
-    _judge_claims,
-    _launches,
-    _machine_background,
-    _peak,
-    _ran,
-    _reorder_knobs,
-    _round_cv,
-    _verification_lengths,
+    baseline_run,
+    checked_baseline,
+    checksum_drift_at,
+    gave_results,
+    judge_claims,
+    launches,
+    machine_background,
+    peak_flops_of,
+    reordering_settings,
+    round_cv,
+    verification_lengths,
 )
 from infrarsi.stages.doctor_summary import summarize
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
@@ -105,7 +105,7 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     runner = TrialRunner(repo=repo, contract=contract, stage="doctor", sandbox=sandbox, on_event=on_event,
                          show_trials=True, quiet=quiet.QuietWaiter(busy_limit(len(interference.job_cores())),
                                                                    wait_for_quiet or None, "doctor", on_event))
-    idle, waited = _machine_background(runner.quiet, on_event)
+    idle, waited = machine_background(runner.quiet, on_event)
 
     runs: list[TrialResult] = []
     length_warning = ""
@@ -113,19 +113,19 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
         steps = None
         if i == repeats - 1:
             # The last baseline run is verification's long run: its lengths from the runs before it.
-            contract = _measured_contract(contract, runs, on_event)
-            lengths = _verification_lengths(contract, runs)
+            contract = measured_contract(contract, runs, on_event)
+            lengths = verification_lengths(contract, runs)
             steps = lengths.long
         on_event(Event("doctor", "report", f"baseline run {i + 1} of {repeats}", i, total))
-        result = _baseline_run(runner, i, steps, log_root)
+        result = baseline_run(runner, i, steps, log_root)
         if steps is not None and steps > contract.workload.total_steps and result.status is TrialStatus.CRASH:
             length_warning = (f"the baseline did not run the {steps} steps chosen for verification ({result.detail[-200:]}); "
                               f"verification runs the contract's {contract.workload.total_steps}, and its intervals are wider")
             lengths = Lengths(short=lengths.short, long=contract.workload.total_steps, planned=lengths.planned)
-            result = _baseline_run(runner, i, lengths.long, log_root)
-        runs.append(_checked_baseline(i, result, on_event))
+            result = baseline_run(runner, i, lengths.long, log_root)
+        runs.append(checked_baseline(i, result, on_event))
     background = interference.measured_background([r.interference for r in runs], idle, waited)
-    contract = _measured_contract(contract, runs, on_event)
+    contract = measured_contract(contract, runs, on_event)
     # Every later run is judged against the normal the baseline runs measured, and rerun when disturbed.
     runner = replace(runner, contract=contract)
     runner.judge_by(background)
@@ -134,14 +134,14 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     short = runner.run(TrialArgs(candidate=Candidate(), name=f"the baseline for {lengths.short} steps",
                                  check_loss=False, steps=lengths.short,
                                  log_dir=log_root / f"baseline-{lengths.short}-steps")).result
-    if not _ran(short):
+    if not gave_results(short):
         raise DoctorError(f"the baseline run of {lengths.short} steps ended {short.status.value}: {short.detail}\n"
                           f"log: {short.log_path}")
     checksums = {n: c for n, c in ((contract.workload.total_steps, runs[0].param_checksum),
                                    (lengths.long, runs[-1].param_checksum),
                                    (lengths.short, short.param_checksum)) if c is not None}
 
-    reorder_knobs = _reorder_knobs(contract)
+    reorder_knobs = reordering_settings(contract)
     reorder_result = None
     reorder_steps = max(lengths.long, min(contract.loss.compare_steps, contract.workload.total_steps))
     if reorder_knobs:
@@ -154,18 +154,18 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
 
     on_event(Event("doctor", "report", "measuring the machine's peak FLOP/s", total - 1, total))
     hardware = fingerprint()
-    peak, devices, peak_warning = _peak(contract, hardware)
+    peak, devices, peak_warning = peak_flops_of(contract, hardware)
 
     try:
         report = summarize(contract, runs, reorder_knobs, reorder_result, hardware, peak, devices)
     except ValueError as err:  # a baseline whose losses cannot serve as the reference
         raise DoctorError(f"{err}\nlog: {runs[0].log_path}") from None
     report.checksums = checksums
-    report.reassociation_drift = _drift(reorder_result, checksums.get(reorder_steps), reorder_steps)
+    report.reassociation_drift = checksum_drift_at(reorder_result, checksums.get(reorder_steps), reorder_steps)
     report.warnings += [length_warning] if length_warning else []
     report.verification_steps = [lengths.short, lengths.long]
     report.reference_pair = [short.to_dict(), runs[-1].to_dict()] if short.ok and runs[-1].process_s else []
-    report.round_cv = _round_cv(lengths, runs)
+    report.round_cv = round_cv(lengths, runs)
     startups = [r.startup_s for r in runs if r.startup_s is not None]
     report.startup_limit_s = accounting.startup_limit(startups) if startups else None
     if peak_warning:
@@ -182,11 +182,11 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
             "include them (`--wait-for-quiet` waits for quiet first)")
     updated = contract.with_reference(report.losses.reference, report.losses.tolerance,
                                       report.losses.numerics_tolerance)
-    updated = _judge_claims(replace(runner, contract=updated), runs, report, log_root)
+    updated = judge_claims(replace(runner, contract=updated), runs, report, log_root)
     save_contract(updated, repo)
     report.contract_hash = updated.digest()
     report.wall_s = time.perf_counter() - started
-    report.launches = _launches(log_root)
+    report.launches = launches(log_root)
     report.sandbox = mode_words(sandbox)
     save_doctor(report, repo)
     on_event(Event("doctor", "end", f"noise floor {report.noise.min_speedup:.3f}×", total, total))

@@ -17,7 +17,7 @@ from infrarsi.runner import abort
 from infrarsi.trials import TrialResult
 
 
-def _measured_contract(contract: Contract, runs: list[TrialResult], on_event: EventSink) -> Contract:
+def measured_contract(contract: Contract, runs: list[TrialResult], on_event: EventSink) -> Contract:
     """The contract with what the baseline runs so far measured: the workload, the real length,
     whether evaluations are reached."""
     contract = with_measured_workload(contract, runs)

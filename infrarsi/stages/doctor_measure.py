@@ -32,7 +32,7 @@ from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths
 
 
-def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Lengths:
+def verification_lengths(contract: Contract, runs: list[TrialResult]) -> Lengths:
     """Verification's two lengths, from the baseline runs' median step, start-up and the spread of
     their whole-process times (``Lengths.of``), believed as doctor's report will believe them: as
     many degrees of freedom as its baseline runs, this last one included, less one."""
@@ -43,13 +43,13 @@ def _verification_lengths(contract: Contract, runs: list[TrialResult]) -> Length
                       step_cv=_step_cv(runs), policy=contract.verify_policy, prior_df=len(runs))
 
 
-def _baseline_run(runner: TrialRunner, i: int, steps: int | None, log_root: Path) -> TrialResult:
+def baseline_run(runner: TrialRunner, i: int, steps: int | None, log_root: Path) -> TrialResult:
     """One baseline run, never judged disturbed (the baseline runs measure the machine's normal)."""
     return runner.once(TrialArgs(candidate=Candidate(), check_loss=False, steps=steps,
                                  log_dir=log_root / f"baseline-{i + 1}"))
 
 
-def _checked_baseline(i: int, result: TrialResult, on_event: EventSink) -> TrialResult:
+def checked_baseline(i: int, result: TrialResult, on_event: EventSink) -> TrialResult:
     """``result`` when it can serve as a baseline run (ok, two measured steps); DoctorError if not."""
     step_s = result.step_time
     if not result.ok or step_s is None or len(result.step_times) < 2:
@@ -63,7 +63,7 @@ def _checked_baseline(i: int, result: TrialResult, on_event: EventSink) -> Trial
     return result
 
 
-def _round_cv(lengths: Lengths, runs: list[TrialResult]) -> float | None:
+def round_cv(lengths: Lengths, runs: list[TrialResult]) -> float | None:
     """The spread verification should expect of one round's job time (``Lengths.round_cv``)."""
     startups = [r.startup_s for r in runs if r.startup_s is not None]
     steps = [s for r in runs for s in r.step_times]
@@ -89,12 +89,12 @@ def _process_sd(runs: list[TrialResult]) -> float | None:
     return statistics.stdev(startups) if len(startups) >= 2 else None
 
 
-def _launches(log_root: Path) -> int:
+def launches(log_root: Path) -> int:
     """The processes this doctor launched: each run and rerun leaves its own log directory there."""
     return sum(1 for p in log_root.iterdir() if p.is_dir()) if log_root.is_dir() else 0
 
 
-def _median_step_s(run: TrialResult) -> float:
+def median_step_s(run: TrialResult) -> float:
     """A baseline run's median step (``TrialResult.step_time``): doctor keeps only runs with measured steps."""
     step_s = run.step_time
     if step_s is None:
@@ -102,21 +102,21 @@ def _median_step_s(run: TrialResult) -> float:
     return step_s
 
 
-def _ran(result: TrialResult) -> bool:
+def gave_results(result: TrialResult) -> bool:
     """Whether a run after the baseline's gave its losses and parameters: ok, or still disturbed
     after its reruns. Doctor bounds none of them in time, so a disturbed one only ran slower, and
     how fast it ran is not what it is for."""
     return result.ok or result.status is TrialStatus.DISTURBED
 
 
-def _drift(reorder: TrialResult | None, baseline: list[float] | None, steps: int) -> dict[int, float]:
+def checksum_drift_at(reorder: TrialResult | None, baseline: list[float] | None, steps: int) -> dict[int, float]:
     """How far the reassociation run's parameters ended from the baseline's of the same length."""
-    if reorder is None or not _ran(reorder) or not reorder.param_checksum or not baseline:
+    if reorder is None or not gave_results(reorder) or not reorder.param_checksum or not baseline:
         return {}
     return {steps: accounting.checksum_drift(reorder.param_checksum, baseline)}
 
 
-def _judge_claims(runner: TrialRunner, runs: list[TrialResult], report: DoctorReport, log_root: Path) -> Contract:
+def judge_claims(runner: TrialRunner, runs: list[TrialResult], report: DoctorReport, log_root: Path) -> Contract:
     """The model's role claims init kept, each judged by a trial (stages/claims.py); the contract
     with the confirmed ones unlocked."""
     repo, contract, on_event = runner.repo, runner.contract, runner.on_event
@@ -126,7 +126,7 @@ def _judge_claims(runner: TrialRunner, runs: list[TrialResult], report: DoctorRe
     if not any(c.status == "unconfirmed" for c in kept):
         report.claims = [asdict(c) for c in kept]
         return contract
-    baseline = sorted(runs, key=_median_step_s)[len(runs) // 2]
+    baseline = sorted(runs, key=median_step_s)[len(runs) // 2]
 
     def run_probe(claim: Claim, values: dict) -> TrialResult:
         on_event(Event("doctor", "log", f"testing the model's claim that {claim.name} is {claim.role}: "
@@ -142,7 +142,7 @@ def _judge_claims(runner: TrialRunner, runs: list[TrialResult], report: DoctorRe
     return unlocked(contract, judged)
 
 
-def _machine_background(waiter: quiet.QuietWaiter, on_event: EventSink) -> tuple[float, float]:
+def machine_background(waiter: quiet.QuietWaiter, on_event: EventSink) -> tuple[float, float]:
     """Other processes' use of the job's cores before any baseline run, after waiting for quiet
     (below ``waiter``'s limit, ``busy_limit``) when asked; (cores used, seconds waited)."""
     cores = interference.job_cores()
@@ -155,7 +155,7 @@ def _machine_background(waiter: quiet.QuietWaiter, on_event: EventSink) -> tuple
     return (done.load_cores, done.waited_s) if done is not None else (idle, 0.0)
 
 
-def _reorder_knobs(contract: Contract) -> dict[str, KnobValue]:
+def reordering_settings(contract: Contract) -> dict[str, KnobValue]:
     """Settings that only reorder the job's float sums: another micro-batch size that splits the same
     global batch (and the accumulation that keeps it), nearest the default and, between equally near
     ones, the smaller (it needs less memory, so it fits whatever budget the default fits); else, on a
@@ -196,7 +196,7 @@ def _knob_default(contract: Contract, role: str) -> KnobValue | None:
     return knobs[0].default if knobs else None
 
 
-def _peak(contract: Contract, hardware: HardwareFingerprint) -> tuple[PeakFlops | None, int, str]:
+def peak_flops_of(contract: Contract, hardware: HardwareFingerprint) -> tuple[PeakFlops | None, int, str]:
     """The peak FLOP/s of what the job runs on, how many devices it spans, and a warning if any."""
     device = contract.memory.device
     ranks = int(_knob_default(contract, "nproc_per_node") or 1)

@@ -15,7 +15,7 @@ from infrarsi.records.doctor import BaselineRun, DoctorReport, Efficiency, Memor
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 from infrarsi.runner import abort
 from infrarsi.stages.doctor_findings import where_time_goes
-from infrarsi.stages.doctor_measure import _median_step_s, _ran
+from infrarsi.stages.doctor_measure import gave_results, median_step_s
 from infrarsi.trials import TrialResult
 
 PHASE_TOLERANCE = 0.10
@@ -35,16 +35,16 @@ def summarize(
     warnings: list[str] = []
     step_noise = noise.step_noise([r.step_times for r in runs])
 
-    reorder_losses = [reorder.losses] if reorder is not None and _ran(reorder) else []
+    reorder_losses = [reorder.losses] if reorder is not None and gave_results(reorder) else []
     losses = noise.loss_tolerance([r.losses for r in runs], contract.loss.compare_steps, reorder_losses)
     reorder_run = None
     if reorder_knobs and reorder is not None:
         k = min(contract.loss.compare_steps, len(reorder.losses))
         dev = max((abs(a - b) for a, b in zip(reorder.losses[:k], losses.reference)), default=None) \
-            if _ran(reorder) else None
+            if gave_results(reorder) else None
         reorder_run = ReorderRun(knobs=reorder_knobs, status=reorder.status.value, max_deviation=dev,
                                  detail=reorder.detail)
-        if not _ran(reorder):
+        if not gave_results(reorder):
             warnings.append(f"the reassociation run {reorder_knobs} ended {reorder.status.value}; "
                             "the loss tolerance rests on same-seed repeats and the floor")
     elif not reorder_knobs:
@@ -72,7 +72,7 @@ def summarize(
         contract_hash=contract.digest(),
         hardware=hardware,
         runs=[
-            BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=_median_step_s(r),
+            BaselineRun(status=r.status.value, step_times=list(r.step_times), median_step_s=median_step_s(r),
                         step_cv=noise.cv(r.step_times), startup_s=r.startup_s, wall_s=r.wall_s,
                         peak_bytes=r.peak_bytes, log_path=r.log_path, param_checksum=r.param_checksum,
                         process_s=r.process_s)
