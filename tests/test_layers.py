@@ -135,6 +135,14 @@ def test_the_floors_do_not_import_the_layers_above_them(floor, above):
     assert {path: mods for path, mods in upward.items() if mods} == {}
 
 
+def test_in_the_engine_only_the_store_and_its_adapter_import_optuna():
+    """The store is the one reader and writer of a stored trial's attributes and state: the session,
+    the shared round and the summary get typed values from it."""
+    importing = {str(p.relative_to(ROOT)) for p in sorted((ROOT / "infrarsi/experiment").rglob("*.py"))
+                 if any(m == "optuna" or m.startswith("optuna.") for m in _imported_modules(p))}
+    assert importing == {"infrarsi/experiment/store.py", "infrarsi/experiment/optuna_adapter.py"}
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -11,15 +11,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import optuna
-
 from infrarsi.background import Background
 from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
 from infrarsi.experiment.shared_round import SharedRound
 from infrarsi.experiment.startup import declared_startup
-from infrarsi.experiment.store import TrialStore
+from infrarsi.experiment.store import RunningTrial, TrialStore
 from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import DoctorReport
@@ -27,8 +25,6 @@ from infrarsi.runner.interference import idle_load, job_cores, measured_backgrou
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths, Pair
 
-RERUN_OF_ATTR = "rerun_of"
-"""The study trial's user attribute holding the number of the disturbed trial it reruns."""
 BUDGETED = ("baseline", "validation", "search")
 """The kinds of trial the trial budget counts (a rerun is its trial again, not another)."""
 
@@ -122,7 +118,7 @@ class TrialSession:
         if exclusive:
             earlier = self.store.earlier_duplicate(first, exclusive)
             if earlier is not None:
-                self.store.give_up(first, earlier.number)
+                self.store.give_up(first, earlier)
                 return None
 
         def record(candidate: Candidate, disturbed: Attempt | None, measure: Callable[[], TrialResult]) -> Attempt:
@@ -202,14 +198,12 @@ class TrialSession:
             startup_limit_s=self.startup_limit_s if hold_startup and declared == 0.0 else None,
         )
 
-    def _recorded(self, trial: optuna.Trial, kind: str, reason: str, disturbed: Attempt | None,
+    def _recorded(self, trial: RunningTrial, kind: str, reason: str, disturbed: Attempt | None,
                   measure: Callable[[], TrialResult]) -> Attempt:
         """``trial`` run by ``measure`` and recorded; ``disturbed``: the attempt it reruns."""
-        if disturbed is None:
-            trial.set_user_attr("reason", reason)
-        else:
-            trial.set_user_attr("reason", quiet.rerun_reason(disturbed.number, reason))
-            trial.set_user_attr(RERUN_OF_ATTR, disturbed.number)
+        rerun_of = disturbed.number if disturbed is not None else None
+        words = reason if rerun_of is None else quiet.rerun_reason(rerun_of, reason)
+        self.store.explain(trial, words, rerun_of=rerun_of)
         began = time.monotonic()
         try:
             with self.store.heartbeat(trial):
@@ -224,5 +218,4 @@ class TrialSession:
                             data={"number": trial.number, "kind": kind, "status": result.status.value,
                                   "candidate": self.store.candidate_of(trial).to_dict(), "step_s": result.step_time,
                                   "wall_s": result.wall_s}))
-        rerun_of = disturbed.number if disturbed is not None else None
         return Attempt(trial.number, result, rerun_of, name=f"trial {trial.number}")

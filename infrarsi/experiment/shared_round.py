@@ -21,17 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from optuna.trial import FrozenTrial, TrialState
-
-from infrarsi.experiment.store import DUPLICATE_ATTR, KIND_ATTR, RESULT_ATTR, TrialStore
-from infrarsi.study_codec import from_params
+from infrarsi.experiment.store import State, TrialRecord, TrialStore
 from infrarsi.trials import Candidate, TrialResult
 
 MEASURING = ("baseline", "validation", "search")
 """Trial kinds whose results the search and verification rank."""
 CLAIM = "claim"
-OUTCOME_ATTR = "outcome"
-DEFERRED_ATTR = "deferred_to"
 WAIT_POLL_S = 1.0
 """How often a worker waiting on another looks at the study."""
 
@@ -39,15 +34,14 @@ WAIT_POLL_S = 1.0
 class SharedRound:
     def __init__(self, store: TrialStore):
         self.store = store
-        self.first_number = len(store.frozen())
+        self.first_number = store.count()
         """Trials numbered from here on belong to this round."""
 
-    def claims(self) -> list[FrozenTrial]:
+    def claims(self) -> list[TrialRecord]:
         """Bids on this round's verification, still standing: running, or finished with an outcome."""
-        return [t for t in self.store.frozen()
-                if t.number >= self.first_number and t.user_attrs.get(KIND_ATTR) == CLAIM
-                and DEFERRED_ATTR not in t.user_attrs
-                and (t.state is TrialState.RUNNING or OUTCOME_ATTR in t.user_attrs)]
+        return [r for r in self.store.records()
+                if r.number >= self.first_number and r.kind == CLAIM and r.deferred_to is None
+                and (r.state is State.RUNNING or r.outcome is not None)]
 
     def once(self, candidate: Candidate, kind: str, run: Callable[[], TrialResult | None]) -> TrialResult:
         """The round's result for ``candidate`` as ``kind``: another worker's when it has one (ok, of
@@ -57,13 +51,13 @@ class SharedRound:
         waited: set[int] = set()
         while True:
             self.store.fail_stale()
-            same = [t for t in self.store.frozen() if t.user_attrs.get(KIND_ATTR) == kind and t.params
-                    and from_params(t.params).key() == key and DUPLICATE_ATTR not in t.user_attrs]
-            finished = [TrialResult.from_dict(t.user_attrs[RESULT_ATTR]) for t in same if RESULT_ATTR in t.user_attrs
-                        and (t.number >= self.first_number or t.number in waited or t.state is TrialState.COMPLETE)]
+            same = [r for r in self.store.records() if r.kind == kind and r.candidate is not None
+                    and r.candidate.key() == key and r.duplicate_of is None]
+            finished = [r.result for r in same if r.result is not None
+                        and (r.number >= self.first_number or r.number in waited or r.state is State.COMPLETE)]
             if finished:
                 return next((r for r in finished if r.ok), finished[-1])
-            running = {t.number for t in same if t.state is TrialState.RUNNING}
+            running = {r.number for r in same if r.state is State.RUNNING}
             if running:
                 waited |= running
                 time.sleep(WAIT_POLL_S)
@@ -87,13 +81,11 @@ class SharedRound:
                         self._wait_for_running(wait_limit_s)
                         outcome = verify()
                 except BaseException:
-                    store.close(claim, TrialState.FAIL)
+                    store.close(claim, State.FAIL)
                     raise
-                claim.set_user_attr(OUTCOME_ATTR, outcome)
-                store.close(claim, TrialState.PRUNED)
+                store.settle(claim, outcome)
                 return None
-            claim.set_user_attr(DEFERRED_ATTR, winner.number)
-            store.close(claim, TrialState.PRUNED)
+            store.defer(claim, winner.number)
             elsewhere = self._wait_for_outcome()
             if elsewhere is not None:
                 return elsewhere
@@ -103,7 +95,7 @@ class SharedRound:
         limit = time.monotonic() + limit_s
         while time.monotonic() < limit:
             self.store.fail_stale()
-            if not any(t.user_attrs.get(KIND_ATTR) in MEASURING for t in self.store.frozen((TrialState.RUNNING,))):
+            if not any(r.kind in MEASURING for r in self.store.records((State.RUNNING,))):
                 return
             time.sleep(WAIT_POLL_S)
 
@@ -112,10 +104,9 @@ class SharedRound:
         while True:
             self.store.fail_stale()
             standing = self.claims()
-            done = [t for t in standing if OUTCOME_ATTR in t.user_attrs]
+            done = [(r.number, r.outcome) for r in standing if r.outcome is not None]
             if done:
-                best = min(done, key=lambda t: t.number)
-                return best.number, best.user_attrs[OUTCOME_ATTR]
+                return min(done, key=lambda d: d[0])
             if not standing:
                 return None
             time.sleep(WAIT_POLL_S)

@@ -5,6 +5,10 @@ SQLite under ``.infrarsi/`` by default, any Optuna storage URL otherwise (Postgr
 ``journal:<file>`` for a journal file), so a stopped run continues where it was and several workers
 can share one study. Each trial keeps its candidate as Optuna params (one categorical per tunable
 knob, one on/off per patch) and its whole :class:`TrialResult` as a user attribute.
+
+The store is the one reader and writer of a trial's attributes and state, so the keys stay in one
+place and older studies keep loading: its callers hold a begun trial as a :class:`RunningTrial`
+and read typed values (:class:`StoredTrial`, :class:`TrialRecord`, :class:`State`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +52,16 @@ ALIVE_ATTR = "alive_at"
 """The worker's clock at its latest heartbeat: a trial failed as stale cost ``alive_at - began_at``."""
 DUPLICATE_ATTR = "duplicate_of"
 """Set on a trial given up before it ran because another worker had begun the same candidate."""
+REASON_ATTR = "reason"
+"""Why the trial ran, in words."""
+RERUN_OF_ATTR = "rerun_of"
+"""The number of the disturbed trial this one reruns."""
+ROUND_FROM_ATTR = "round_from"
+"""On a claim: the first trial number of the round whose verification it bids for."""
+OUTCOME_ATTR = "outcome"
+"""On the claim that won its round: the verification's outcome, for the workers that deferred."""
+DEFERRED_ATTR = "deferred_to"
+"""On a claim that lost: the number of the claim it deferred to."""
 HEARTBEAT_ENV = "INFRARSI_HEARTBEAT_S"
 GRACE_ENV = "INFRARSI_HEARTBEAT_GRACE_S"
 LIVE_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
@@ -109,11 +124,51 @@ def grace_period_s(storage: optuna.storages.BaseStorage) -> float:
     return float(getattr(backend, "grace_period", None) or 2 * interval)
 
 
+class State(Enum):
+    """A stored trial's state as the store's callers read it: Optuna's ``TrialState`` by name (every
+    one, so any stored trial reads), which no caller needs to import."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PRUNED = "pruned"
+    FAIL = "fail"
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTrial:
+    """A trial begun and not yet ended: its number is the caller's to read; the Optuna trial is
+    only handed back to the store, the one reader and writer of its attributes and state."""
+
+    number: int
+    optuna_trial: optuna.Trial
+
+
 @dataclass(slots=True)
 class StoredTrial:
     number: int
     kind: str
     result: TrialResult
+    reason: str
+    """Why it ran, in words ("" where none was stored)."""
+    rerun_of: int | None
+    """The disturbed trial it reruns."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """Any stored trial, decoded, whatever its state (a claim, a trial given up, one still running):
+    what workers sharing the study read of each other's steps (experiment/shared_round.py)."""
+
+    number: int
+    kind: str
+    state: State
+    candidate: Candidate | None
+    """None: a marker (a claim), which has no params."""
+    result: TrialResult | None
+    duplicate_of: int | None
+    outcome: dict[str, Any] | None
+    deferred_to: int | None
 
 
 class TrialStore:
@@ -137,23 +192,24 @@ class TrialStore:
         )
         return cls(study, contract, patches)
 
-    def begin(self, candidate: Candidate, kind: str) -> optuna.Trial:
+    def begin(self, candidate: Candidate, kind: str) -> RunningTrial:
         """Start a trial of ``candidate``, created in one storage transaction with its params and
         kind (not enqueued and asked: with several workers on one study, an ask pops whichever
         worker's enqueued trial is oldest). Its heartbeat starts at once, so a worker killed right
         after still leaves a trial that goes stale and is failed."""
         trial = self._create(to_params(candidate, self.contract, self.patches),
                              distributions(self.contract, self.patches), kind)
-        self._beat(adapter.trial_id(trial))
+        self._beat(adapter.trial_id(trial.optuna_trial))
         return trial
 
-    def marker(self, kind: str, **attrs: Any) -> optuna.Trial:
-        """A running trial without params that marks a worker's step (a claim on verification)."""
-        trial = self._create({}, {}, kind, **attrs)
-        self._beat(adapter.trial_id(trial))
+    def marker(self, kind: str, *, round_from: int) -> RunningTrial:
+        """A running trial without params that marks a worker's step (a claim on the verification of
+        the round that began at trial ``round_from``)."""
+        trial = self._create({}, {}, kind, **{ROUND_FROM_ATTR: round_from})
+        self._beat(adapter.trial_id(trial.optuna_trial))
         return trial
 
-    def _create(self, params: dict[str, Any], dists: dict[str, Any], kind: str, **attrs: Any) -> optuna.Trial:
+    def _create(self, params: dict[str, Any], dists: dict[str, Any], kind: str, **attrs: Any) -> RunningTrial:
         import datetime as dt
 
         template = optuna.trial.FrozenTrial(
@@ -162,35 +218,57 @@ class TrialStore:
             user_attrs={KIND_ATTR: kind, BEGAN_ATTR: time.time(), **attrs}, system_attrs={},
             intermediate_values={}, trial_id=-1,
         )
-        return adapter.create_running_trial(self.study, template)
+        trial = adapter.create_running_trial(self.study, template)
+        return RunningTrial(trial.number, trial)
 
     def _beat(self, trial_id: int) -> None:
         storage: Any = adapter.storage_of(self.study)  # record_heartbeat: the heartbeat storages' (RDB)
         if adapter.heartbeat_interval(storage):
             storage.record_heartbeat(trial_id)
 
-    def frozen(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
+    def _frozen(self, states: tuple[TrialState, ...] | None = None) -> list[optuna.trial.FrozenTrial]:
         return self.study.get_trials(deepcopy=False, states=states)
+
+    def count(self) -> int:
+        """How many trials the study holds, of every kind and state."""
+        return len(self._frozen())
+
+    def records(self, states: tuple[State, ...] | None = None) -> list[TrialRecord]:
+        """Every trial in one of ``states`` (None: every trial), decoded."""
+        wanted = None if states is None else tuple(TrialState[s.name] for s in states)
+        return [self._record(t) for t in self._frozen(wanted)]
+
+    @staticmethod
+    def _record(t: optuna.trial.FrozenTrial) -> TrialRecord:
+        attrs = t.user_attrs
+        data = attrs.get(RESULT_ATTR)
+        return TrialRecord(
+            number=t.number, kind=attrs.get(KIND_ATTR, "search"), state=State[t.state.name],
+            candidate=from_params(t.params) if t.params else None,
+            result=TrialResult.from_dict(data) if data is not None else None,
+            duplicate_of=attrs.get(DUPLICATE_ATTR), outcome=attrs.get(OUTCOME_ATTR),
+            deferred_to=attrs.get(DEFERRED_ATTR),
+        )
 
     def running_candidates(self, kinds: tuple[str, ...], *, exclude: int | None = None) -> list[Candidate]:
         """Candidates other workers are running now: taken, so not proposed again."""
-        return [from_params(t.params) for t in self.frozen((TrialState.RUNNING,))
+        return [from_params(t.params) for t in self._frozen((TrialState.RUNNING,))
                 if t.user_attrs.get(KIND_ATTR) in kinds and t.params and t.number != exclude]
 
-    def earlier_duplicate(self, trial: optuna.Trial, kinds: tuple[str, ...]) -> optuna.trial.FrozenTrial | None:
-        """A live trial of the same candidate and kind begun before ``trial`` (by trial number,
-        which the storage assigns atomically): the race two workers asking at once can lose."""
-        mine = from_params(trial.params).key()
-        for t in self.frozen(LIVE_STATES):
+    def earlier_duplicate(self, trial: RunningTrial, kinds: tuple[str, ...]) -> int | None:
+        """The number of a live trial of the same candidate and kind begun before ``trial`` (by
+        trial number, which the storage assigns atomically): the race two workers asking at once can lose."""
+        mine = self.candidate_of(trial).key()
+        for t in self._frozen(LIVE_STATES):
             if (t.number < trial.number and t.params and t.user_attrs.get(KIND_ATTR) in kinds
                     and DUPLICATE_ATTR not in t.user_attrs and from_params(t.params).key() == mine):
-                return t
+                return t.number
         return None
 
-    def give_up(self, trial: optuna.Trial, duplicate_of: int) -> None:
+    def give_up(self, trial: RunningTrial, duplicate_of: int) -> None:
         """Close a trial that never ran (no result, no cost): another worker runs its candidate."""
-        trial.set_user_attr(DUPLICATE_ATTR, duplicate_of)
-        self.study.tell(trial, state=TrialState.FAIL)
+        trial.optuna_trial.set_user_attr(DUPLICATE_ATTR, duplicate_of)
+        self.study.tell(trial.optuna_trial, state=TrialState.FAIL)
 
     def get(self, number: int) -> optuna.trial.FrozenTrial:
         return adapter.trial_by_number(self.study, number)
@@ -199,22 +277,38 @@ class TrialStore:
         """How long a running trial may go without a heartbeat before it is failed as stale."""
         return grace_period_s(adapter.storage_of(self.study))
 
-    def close(self, trial: optuna.Trial, state: TrialState) -> None:
+    def close(self, trial: RunningTrial, state: State) -> None:
         """End a trial that carries no result (a claim, a deferral) in ``state``."""
-        self.study.tell(trial, state=state)
+        self.study.tell(trial.optuna_trial, state=TrialState[state.name])
 
-    def candidate_of(self, trial: optuna.Trial) -> Candidate:
-        return from_params(trial.params)
+    def settle(self, claim: RunningTrial, outcome: dict[str, Any]) -> None:
+        """End the claim that won its round, the verification's ``outcome`` stored on it."""
+        claim.optuna_trial.set_user_attr(OUTCOME_ATTR, outcome)
+        self.close(claim, State.PRUNED)
 
-    def finish(self, trial: optuna.Trial, result: TrialResult) -> None:
-        trial.set_user_attr(RESULT_ATTR, result.to_dict())
+    def defer(self, claim: RunningTrial, winner: int) -> None:
+        """End a claim that lost to the claim numbered ``winner``."""
+        claim.optuna_trial.set_user_attr(DEFERRED_ATTR, winner)
+        self.close(claim, State.PRUNED)
+
+    def explain(self, trial: RunningTrial, reason: str, *, rerun_of: int | None = None) -> None:
+        """Store why ``trial`` runs and, for a rerun, the number of the disturbed trial it repeats."""
+        trial.optuna_trial.set_user_attr(REASON_ATTR, reason)
+        if rerun_of is not None:
+            trial.optuna_trial.set_user_attr(RERUN_OF_ATTR, rerun_of)
+
+    def candidate_of(self, trial: RunningTrial) -> Candidate:
+        return from_params(trial.optuna_trial.params)
+
+    def finish(self, trial: RunningTrial, result: TrialResult) -> None:
+        trial.optuna_trial.set_user_attr(RESULT_ATTR, result.to_dict())
         state, value = outcome(result, self.contract)
-        self.study.tell(trial, value, state=state)
+        self.study.tell(trial.optuna_trial, value, state=state)
 
-    def interrupted(self, trial: optuna.Trial, wall_s: float) -> None:
+    def interrupted(self, trial: RunningTrial, wall_s: float) -> None:
         """A trial stopped by the user or a dying worker: failed, its cost kept, never a verdict on the candidate."""
-        trial.set_user_attr(INTERRUPTED_ATTR, wall_s)
-        self.study.tell(trial, state=TrialState.FAIL)
+        trial.optuna_trial.set_user_attr(INTERRUPTED_ATTR, wall_s)
+        self.study.tell(trial.optuna_trial, state=TrialState.FAIL)
 
     def fail_stale(self) -> list[int]:
         """Fail trials whose worker stopped sending heartbeats (killed mid-trial, here or on another
@@ -238,7 +332,7 @@ class TrialStore:
         return failed
 
     @contextlib.contextmanager
-    def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
+    def heartbeat(self, trial: RunningTrial) -> Iterator[None]:
         """Keep a trial alive in the storage while it runs (ask/tell gets no heartbeat from Optuna)."""
         storage: Any = adapter.storage_of(self.study)  # record_heartbeat: the heartbeat storages' (RDB)
         interval = adapter.heartbeat_interval(storage)
@@ -246,14 +340,15 @@ class TrialStore:
             yield
             return
         stop = threading.Event()
+        trial_id = adapter.trial_id(trial.optuna_trial)
 
         def beat() -> None:
             while not stop.wait(interval):
                 with contextlib.suppress(Exception):  # a lost beat is retried; the trial must not die of it
-                    storage.set_trial_user_attr(adapter.trial_id(trial), ALIVE_ATTR, time.time())
-                    storage.record_heartbeat(adapter.trial_id(trial))
+                    storage.set_trial_user_attr(trial_id, ALIVE_ATTR, time.time())
+                    storage.record_heartbeat(trial_id)
 
-        storage.record_heartbeat(adapter.trial_id(trial))
+        storage.record_heartbeat(trial_id)
         thread = threading.Thread(target=beat, name="infrarsi-heartbeat", daemon=True)
         thread.start()
         try:
@@ -272,7 +367,8 @@ class TrialStore:
             kind = t.user_attrs.get(KIND_ATTR, "search")
             if data is None or (kinds is not None and kind not in kinds):
                 continue
-            out.append(StoredTrial(t.number, kind, TrialResult.from_dict(data)))
+            out.append(StoredTrial(t.number, kind, TrialResult.from_dict(data), t.user_attrs.get(REASON_ATTR, ""),
+                                   t.user_attrs.get(RERUN_OF_ATTR)))
         return out
 
     def history(self) -> list[TrialResult]:

@@ -4,7 +4,7 @@ priors, the bank, memory and a busy machine."""
 from __future__ import annotations
 
 from infrarsi.experiment import quiet
-from infrarsi.experiment.session import RERUN_OF_ATTR, TrialSession
+from infrarsi.experiment.session import TrialSession
 from infrarsi.records import PatchCheck, RunResult, TrialRow
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import TrialResult
@@ -15,9 +15,7 @@ def summarize(session: TrialSession, context: Strategy, result: RunResult, skipp
     """Fills ``result``'s trials, costs, prior checks and disturbance from the study."""
     planned = session.contract.workload.planned_steps
     stored = session.store.trials()
-    attrs = {t.number: t.user_attrs for t in session.store.study.get_trials(deepcopy=False)}
-    result.trials = [trial_row(s.number, s.kind, s.result, planned, attrs.get(s.number, {}).get("reason", ""),
-                               attrs.get(s.number, {}).get(RERUN_OF_ATTR)) for s in stored]
+    result.trials = [trial_row(s.number, s.kind, s.result, planned, s.reason, s.rerun_of) for s in stored]
     result.patch_checks = [*result.patch_checks, *skipped]
     result.spent_s = sum(s.result.wall_s for s in stored)
     result.interrupted_s = session.store.interrupted_seconds()

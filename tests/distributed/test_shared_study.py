@@ -13,8 +13,8 @@ import pytest
 from optuna.trial import TrialState
 
 from infrarsi.contract import VerifyPolicy
-from infrarsi.experiment.shared_round import CLAIM, MEASURING, OUTCOME_ATTR
-from infrarsi.experiment.store import BEGAN_ATTR, DUPLICATE_ATTR, INTERRUPTED_ATTR, KIND_ATTR, RESULT_ATTR
+from infrarsi.experiment.shared_round import CLAIM, MEASURING
+from infrarsi.experiment.store import BEGAN_ATTR, DUPLICATE_ATTR, INTERRUPTED_ATTR, KIND_ATTR, OUTCOME_ATTR, RESULT_ATTR
 from infrarsi.study_codec import from_params
 from infrarsi.trials import Candidate
 

@@ -83,7 +83,7 @@ def build_state(repo: Path) -> RunResult:
             continue
         result = TrialResult.from_dict(entry["result"])
         trial = store.begin(result.candidate, entry["kind"])
-        trial.set_user_attr("reason", entry["reason"])
+        store.explain(trial, entry["reason"])
         store.finish(trial, result)
         rows.append(TrialRow(number=trial.number, kind=entry["kind"], status=result.status.value,
                              candidate=result.candidate.to_dict(), step_s=result.step_time,
