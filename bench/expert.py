@@ -217,10 +217,10 @@ def measure_grid(base: Path, grid: dict, rounds: int, where: Path,
         order = [base_arm, *arms]
         longs = [run(arm, lengths.long) for arm in order]
         shorts = [run(arm, lengths.short) for arm in order]
-        for arm, lo, sh in zip(order, longs, shorts):
+        for arm, lo, sh in zip(order, longs, shorts, strict=True):
             arm.pairs.append(Pair(short=sh, long=lo))
         console.print(f"  round {r + 1}/{rounds}: " + ", ".join(
-            f"{a.name} {p.long.status.value}" for a, p in zip(order, [a.pairs[-1] for a in order])))
+            f"{a.name} {p.long.status.value}" for a, p in zip(order, [a.pairs[-1] for a in order], strict=True)))
     verdicts = [(arm, judge(arm.candidate, base_arm.pairs, arm.pairs, lengths=lengths, floor=PROMOTION_FLOOR,
                             compare_steps=contract.loss.compare_steps)) for arm in arms]
     return verdicts, problems

@@ -442,7 +442,7 @@ def _cell(text: str, limit: int = 160) -> str:
 def environment(mode: str, work: Path) -> dict:
     info = {
         "mode": mode,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "commit": os.environ.get("GPU_CHECK_COMMIT") or _git_head() or "unknown",
         "python": sys.version.split()[0],
         "torch": f"{torch.__version__} (CUDA {torch.version.cuda or 'none'}, "

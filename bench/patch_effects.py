@@ -62,7 +62,8 @@ def _peak_mib(runs: list[TrialResult]) -> float | None:
 
 
 def _loss_diff(base: list[TrialResult], patched: list[TrialResult], steps: int) -> float | None:
-    diffs = [abs(p - b) for br, pr in zip(base, patched) for b, p in zip(br.losses[:steps], pr.losses[:steps])
+    diffs = [abs(p - b) for br, pr in zip(base, patched, strict=False)
+             for b, p in zip(br.losses[:steps], pr.losses[:steps], strict=False)
              if math.isfinite(p) and math.isfinite(b)]
     return max(diffs) if diffs else None
 

@@ -98,8 +98,8 @@ def main() -> None:
     load_after = os.getloadavg()
     bare_true, wrapped_true = enter_cost()
 
-    ratios = [s.step_time / n.step_time for s, n in zip(runs[True], runs[False])]
-    startup_diffs = [s.startup_s - n.startup_s for s, n in zip(runs[True], runs[False])]
+    ratios = [s.step_time / n.step_time for s, n in zip(runs[True], runs[False], strict=True)]
+    startup_diffs = [s.startup_s - n.startup_s for s, n in zip(runs[True], runs[False], strict=True)]
     table = Table(title=f"sandbox overhead: dense_gpt XS, {args.pairs} interleaved pairs, "
                         f"{args.steps - WARMUP} measured steps each")
     for column in ("", "no sandbox", "sandbox", "sandbox − none (median of pairs)", "pairs range", "goal"):

@@ -72,12 +72,12 @@ def main() -> None:
         for r in range(args.repeats):
             hist = history(space, n, seed=r)
             with threadpool_limits(limits=1, user_api="blas"):
-                rows["time"].append(ms(lambda: TimeModel(space).fit(hist)))
-                rows["mem"].append(ms(lambda: MemoryModel(space).fit(hist)))
+                rows["time"].append(ms(lambda hist=hist: TimeModel(space).fit(hist)))
+                rows["mem"].append(ms(lambda hist=hist: MemoryModel(space).fit(hist)))
             sampler = InfraRSISampler(space)
-            rows["cold"].append(ms(lambda: sampler.ask(hist)))
-            rows["warm"].append(ms(lambda: sampler.ask(hist[:-1])))
-            rows["cpu"].append(ms(lambda: sampler.ask(hist), time.process_time))
+            rows["cold"].append(ms(lambda sampler=sampler, hist=hist: sampler.ask(hist)))
+            rows["warm"].append(ms(lambda sampler=sampler, hist=hist: sampler.ask(hist[:-1])))
+            rows["cpu"].append(ms(lambda sampler=sampler, hist=hist: sampler.ask(hist), time.process_time))
         oom = sum(t.status is TrialStatus.OOM for t in hist)
         aborted = sum(t.status is TrialStatus.ABORTED_SLOW for t in hist)
         med = {k: statistics.median(v) for k, v in rows.items()}

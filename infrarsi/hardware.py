@@ -17,7 +17,7 @@ import os
 import platform
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -151,7 +151,7 @@ def _read_cache() -> dict:
 
 def _write_cache(key: str, peak: PeakFlops) -> None:
     data = _read_cache()
-    data[key] = {**peak.to_dict(), "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    data[key] = {**peak.to_dict(), "measured_at": datetime.now(UTC).isoformat(timespec="seconds")}
     path = _cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")

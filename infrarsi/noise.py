@@ -290,7 +290,7 @@ def loss_tolerance(
     runs = [list(r[:steps]) for r in repeats]
     if any(not math.isfinite(x) for r in runs + list(reassociated) for x in r):
         raise ValueError("the baseline's loss is NaN or infinite: it has no trajectory to compare against")
-    reference = [statistics.fmean(col) for col in zip(*runs)]
+    reference = [statistics.fmean(col) for col in zip(*runs, strict=True)]
     everything = runs + [list(r[:steps]) for r in reassociated]
     spread = []
     for i in range(steps):

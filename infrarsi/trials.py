@@ -11,7 +11,7 @@ from infrarsi.contract import KnobValue
 from infrarsi.hunk import Hunk
 
 
-class TrialStatus(str, enum.Enum):
+class TrialStatus(str, enum.Enum):  # noqa: UP042 -- StrEnum changes str()/f-strings (TrialStatus.OK -> ok)
     OK = "ok"
     OOM = "oom"
     TIMEOUT = "timeout"

@@ -366,7 +366,7 @@ def interleave(candidates: list[Candidate], baseline: Candidate, run_one: RunOne
     def run_round(r: int) -> None:
         base, *rest = run_pairs([baseline, *active], run_one, r, lengths, order)
         base_pairs.append(base)
-        for arm, pair in zip(active, rest):
+        for arm, pair in zip(active, rest, strict=True):
             pairs[arm.key()].append(pair)
 
     def decided(done: int) -> bool:
@@ -493,7 +493,7 @@ def judge(
     verdict.cand_record_step_s = _record_steps(cand)
     verdict.peak_bytes = max((r.peak_bytes or 0) for p, _ in cand for r in p.runs) or None
     base_losses = base[0][0].long.losses[:compare_steps]
-    diffs = [abs(c - b) for p, _ in cand for c, b in zip(p.long.losses[:compare_steps], base_losses)
+    diffs = [abs(c - b) for p, _ in cand for c, b in zip(p.long.losses[:compare_steps], base_losses, strict=False)
              if math.isfinite(c) and math.isfinite(b)]
     verdict.max_loss_diff = max(diffs) if diffs else None
     moved = startup_problem([m.startup_s for _, m in base], [m.startup_s for _, m in cand],

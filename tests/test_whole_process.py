@@ -29,6 +29,7 @@ PLANNED = 100
 LENGTHS = Lengths(short=1, long=6, planned=PLANNED)
 LOSSES = [4.0, 3.8, 3.61, 3.43]
 EXIT_S = 0.3
+ROUNDS = Rounds(least=2, most=4)
 
 
 def run(candidate: Candidate, step: float, steps: int, *, status=TrialStatus.OK, startup=1.0, losses=LOSSES,
@@ -175,7 +176,7 @@ def _scripted(times: dict[int, list[float]], order: list[tuple[int, int]], *, fa
     return run_one
 
 
-def _interleave(candidates, run_one, rounds=Rounds(least=2, most=4), reference=()):
+def _interleave(candidates, run_one, rounds=ROUNDS, reference=()):
     return interleave(candidates, BASE, run_one, rounds=rounds, lengths=LENGTHS, floor=1.05, compare_steps=3,
                       reference=reference, order=random.Random(0))
 

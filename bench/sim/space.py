@@ -125,7 +125,7 @@ class SimSpace(SearchSpace):
                          planned_steps=base.planned_steps, budget_bytes=base.budget_bytes, coupled=base.coupled)
         self.workload = workload
         names = [k.name for k in self.knobs]
-        rows = (dict(zip(names, values)) for values in itertools.product(*(k.domain for k in self.knobs)))
+        rows = (dict(zip(names, values, strict=True)) for values in itertools.product(*(k.domain for k in self.knobs)))
         self._valid = [Candidate(knobs=row) for row in rows if not workload.why_invalid(row)]
         self._valid_keys = {c.key() for c in self._valid}
 

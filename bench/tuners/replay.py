@@ -235,7 +235,7 @@ def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, d
                               startup_effects=DENSE_STARTUP, seed=seed)
             with tempfile.TemporaryDirectory() as tmp:
                 bank = f"sqlite:///{tmp}/bank.db" if "+" in method else None
-                run = _Run(fake, method, seed, lambda c, a: surface.run(c), bank, rank=False)
+                run = _Run(fake, method, seed, lambda c, a, surface=surface: surface.run(c), bank, rank=False)
                 run.strategy.prepare(space)
                 for _ in range(max(sizes)):
                     asked = (time.perf_counter(), time.process_time())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,7 @@ def show(url: str | None = None, *, workload: Path | None = None) -> ShowResult:
 def parse_date(text: str) -> datetime:
     """``YYYY-MM-DD`` or a full ISO timestamp; without a zone, UTC. ValueError when neither."""
     when = datetime.fromisoformat(text)
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def forget(url: str | None = None, *, finding: str | None = None, run_id: str | None = None,

@@ -25,7 +25,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, delete, event, exc, inspect, select, text
@@ -259,7 +259,7 @@ def _migrate(engine: Engine) -> None:
 
 def _aware(when: datetime) -> datetime:
     """SQLite hands timestamps back without their zone; they were written in UTC."""
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -337,7 +337,7 @@ class ExperienceBank:
         """Store one run's findings in one transaction; returns the new run's id."""
         run = RunRow(id=uuid.uuid4().hex, signature=signature.key, signature_json=signature.to_json(),
                      hardware_id=hardware_id, hardware=hardware,
-                     recorded_at=recorded_at or datetime.now(timezone.utc))
+                     recorded_at=recorded_at or datetime.now(UTC))
         run.effects = [EffectRow(key=e.key, role=e.role, value=str(e.value), baseline=str(e.baseline),
                                  time_log=e.time_log, time_sd=e.time_sd, mem_log=e.mem_log, mem_sd=e.mem_sd, n=e.n,
                                  noise_cv=e.noise_cv, prior_log=e.prior_log)
@@ -408,7 +408,7 @@ class ExperienceBank:
         the priors price from each workload's shape and hardware (tensor parallelism's all-reduces
         on a narrow model against a wide one) is not carried from one to the other.
         """
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         observed: dict[str, list[_Observed]] = defaultdict(list)
         for run, sim in self._runs(signature, RunRow.effects):
             same = run.hardware_id == hardware_id
@@ -468,7 +468,7 @@ class ExperienceBank:
         with self._session() as session:
             rows = session.scalars(select(RunRow).options(selectinload(RunRow.effects), selectinload(RunRow.verdicts),
                                                           selectinload(RunRow.best))).all()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         out = []
         for run in sorted(rows, key=lambda r: _aware(r.recorded_at)):
             age = (now - _aware(run.recorded_at)).total_seconds() / 86400

@@ -44,9 +44,10 @@ def column_widths(columns: Sequence[Cell], rows: Sequence[Sequence[Cell]], room:
     """Content widths summing to at most ``room``, or None when no such widths keep every word
     whole with no wrapped column under MIN_WRAP. Narrows the widest column first, as rich does,
     but never below its floor (rich's own narrowing breaks words, and cuts with overflow="ellipsis")."""
-    cells = list(zip(columns, *rows))
+    cells = list(zip(columns, *rows, strict=False))
     widths = [max(map(_width, column)) for column in cells]
-    floors = [max(max(map(longest_word, column)), min(width, MIN_WRAP)) for column, width in zip(cells, widths)]
+    floors = [max(max(map(longest_word, column)), min(width, MIN_WRAP))
+              for column, width in zip(cells, widths, strict=True)]
     if sum(floors) > room:
         return None
     while sum(widths) > room:
@@ -89,7 +90,8 @@ def _print_blocks(out: Console, columns: Sequence[str], rows: Sequence[Sequence[
     for n, row in enumerate(rows):
         if n:
             out.print()
-        fields = [(Text(label, style="dim"), _text(value)) for label, value in zip(columns, row) if _text(value).plain]
+        fields = [(Text(label, style="dim"), _text(value))
+                  for label, value in zip(columns, row, strict=False) if _text(value).plain]
         if beside:
             grid = Table.grid(padding=(0, GAP, 0, 0))
             grid.add_column(width=label_width, no_wrap=True)
@@ -117,10 +119,11 @@ def print_framed(out: Console, text: str, title: str) -> None:
     lines = text.rstrip().splitlines()
     indents = [len(line) - len(line.lstrip()) for line in lines]
     # Inside the frame: its two rules and a space each side; the title, with a space each side, in the top rule.
-    if max([cell_len(title) + 2, *(i + longest_word(line) for i, line in zip(indents, lines))]) + 4 <= out.width:
-        body = Group(*(Padding(Text(line.lstrip()), (0, 0, 0, i)) for i, line in zip(indents, lines)))
+    widest = max([cell_len(title) + 2, *(i + longest_word(line) for i, line in zip(indents, lines, strict=True))])
+    if widest + 4 <= out.width:
+        body = Group(*(Padding(Text(line.lstrip()), (0, 0, 0, i)) for i, line in zip(indents, lines, strict=True)))
         out.print(Panel(body, title=Text(title), expand=False))
         return
     print_indented(out, Text(title, style="bold"))
-    for indent, line in zip(indents, lines):
+    for indent, line in zip(indents, lines, strict=True):
         print_indented(out, line.lstrip(), indent)

@@ -391,7 +391,7 @@ class _Builder:
     def _assign(self, target: cst.CSTNode, value: set[Ref], func: str, node: cst.CSTNode | None = None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and isinstance(node, (cst.Tuple, cst.List)) \
                 and len(target.elements) == len(node.elements):
-            for t, v in zip(target.elements, node.elements):
+            for t, v in zip(target.elements, node.elements, strict=True):
                 self._assign(t.value, self.refs(v.value, func), func, v.value)
             return
         if isinstance(target, (cst.Tuple, cst.List)):

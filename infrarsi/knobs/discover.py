@@ -18,9 +18,9 @@ action…) is returned in ``skipped`` with the reason, never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import libcst as cst
 

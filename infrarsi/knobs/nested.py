@@ -27,9 +27,10 @@ read where the script merges no command-line overrides: the flags would reach no
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Sequence, cast
+from typing import cast
 
 import libcst as cst
 

@@ -64,7 +64,7 @@ class CompileCodemod(PatchCodemod):
             # the script already compiles (behind its own switch or not): nothing to add
             return updated_node
         module = updated_node
-        for i, stmt in enumerate(original_node.body):
+        for stmt in original_node.body:
             model = _model_name(stmt)
             if model is None:
                 continue

@@ -205,7 +205,7 @@ def serialize(files: list[FileDiff]) -> str:
     out: list[str] = []
     for f in files:
         out += [f"--- a/{f.path}", f"+++ b/{f.path}"]
-        for (old_start, old_len, new_start, new_len), body in zip(f.ranges, f.hunks):
+        for (old_start, old_len, new_start, new_len), body in zip(f.ranges, f.hunks, strict=True):
             out.append(f"@@ -{old_start},{old_len} +{new_start},{new_len} @@")
             out += body
     return "\n".join(out) + "\n"

@@ -216,7 +216,7 @@ def _with_default(domain: list[KnobValue], default: KnobValue) -> list[KnobValue
     return domain if default in domain else [default, *domain]
 
 
-class PriorStatus(str, enum.Enum):
+class PriorStatus(enum.StrEnum):
     OK = "ok"
     ERROR = "error"
 

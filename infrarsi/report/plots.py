@@ -236,7 +236,7 @@ def draw_priors(report: Report, path: Path) -> Path:
         if any(p.miscalibrated for p in points):
             ax.errorbar([], [], fmt="o", color=MISCALIBRATED, label="observed: prior miscalibrated")
         ax.set_yticks(range(len(points)), [("✗ " if p.miscalibrated else "") + p.key for p in points], fontsize=8)
-        for tick, p in zip(ax.get_yticklabels(), points):
+        for tick, p in zip(ax.get_yticklabels(), points, strict=False):
             if p.miscalibrated:
                 tick.set_color(MISCALIBRATED)
         # The same row height in every panel, first setting on top.

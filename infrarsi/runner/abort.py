@@ -52,8 +52,8 @@ def periodic_steps(runs: Sequence[Sequence[float]]) -> dict[int, float]:
     typical = [statistics.median(r) for r in runs]
     out = {}
     for index in range(min(len(r) for r in runs)):
-        extra = [r[index] - t for r, t in zip(runs, typical)]
-        if all(r[index] > PERIODIC * t for r, t in zip(runs, typical)):
+        extra = [r[index] - t for r, t in zip(runs, typical, strict=True)]
+        if all(r[index] > PERIODIC * t for r, t in zip(runs, typical, strict=True)):
             out[index] = min(extra)
     return out
 

@@ -209,10 +209,11 @@ class StepFeed:
         for i in range(min(len(s.steps) for s in streams)):
             arrivals = [s.steps[i] for s in streams]
             records = [a.record for a in arrivals]
-            spans = [a.at - before for a, before in zip(arrivals, previous)]
+            spans = [a.at - before for a, before in zip(arrivals, previous, strict=True)]
             slowest = max(range(len(streams)), key=lambda k: spans[k])
             stamps = [_stamp(a) for a in arrivals]
-            job_spans = [t - before for t, before in zip(stamps, previous_job) if t is not None and before is not None]
+            job_spans = [t - before for t, before in zip(stamps, previous_job, strict=True)
+                         if t is not None and before is not None]
             probes = [s.probe.get(i, {}) for s in streams]
             steps.append(Step(
                 index=i,

@@ -82,7 +82,7 @@ def _cause_rates(space: SearchSpace, history: list[TrialResult], causes: np.ndar
     clean_runs = _held(space.indicator(clean), causes).sum(axis=0) if clean else np.zeros(causes.shape[1])
     blame = np.zeros(causes.shape[1])
     neutral = _same_numerics(space, causes)
-    for held, status in zip(_held(_broken(space, history), causes), _broken_statuses(history)):
+    for held, status in zip(_held(_broken(space, history), causes), _broken_statuses(history), strict=True):
         suspects = held * (clean_runs == 0)
         suspects = suspects if suspects.any() else held
         if status is TrialStatus.NUMERICS and (suspects * ~neutral).any():

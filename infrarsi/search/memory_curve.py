@@ -84,7 +84,7 @@ def refit_untried(
             by_prior = [fit_curve(log2_ratio[with_prior], mean[with_prior], sd[with_prior], c.grows)[1] for c, _ in fits]
         else:
             by_prior = [0.0, 1.0]
-        curve, _ = min(zip(fits, by_prior), key=lambda f: (round(f[0][1], 6), f[1]))[0]
+        curve, _ = min(zip(fits, by_prior, strict=True), key=lambda f: (round(f[0][1], 6), f[1]))[0]
         off = np.abs(effects[seen] - curve.effect(log2_ratio[seen]))
         if np.any(off > Z_BAND * np.maximum(effect_sds[seen], MIN_EFFECT_SD) + FIT_SLACK):
             continue

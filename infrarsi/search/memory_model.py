@@ -151,7 +151,7 @@ def peak_parts(space: SearchSpace, priors: PriorTable, known_share: float | None
         whole, own = math.expm1(prior.mem_log_mean), math.expm1(prior.mem_part_log_mean)
         if abs(whole) > 0.1 and abs(own) > 0.2 and 0 < whole / own < 1:
             implied.append(whole / own if prior.mem_part == "activations" else 1 - whole / own)
-    knob_part = {space.knob_of(k): p for k, p in zip(space.setting_keys, part) if p}
+    knob_part = {space.knob_of(k): p for k, p in zip(space.setting_keys, part, strict=True) if p}
     for i, key in enumerate(space.setting_keys):
         if not part[i] and space.knob_of(key) in knob_part:
             part[i] = knob_part[space.knob_of(key)]  # a value no rule priced: its part, no belief
@@ -240,7 +240,7 @@ class MemoryModel:
         data_only = MemoryModel(self.space, interactions=self.interactions)
         effects, sds = data_only.fit_arrays(X, self.data.y, self.data.censored, offsets).setting_effects()
         revised, hit = loosened(self.setting_prior, self.data.indicator, effects, sds, known_only=True)
-        self.contradicted = {k for k, h in zip(self.space.setting_keys, hit) if h}
+        self.contradicted = {k for k, h in zip(self.space.setting_keys, hit, strict=True) if h}
         revised = self._model_prior(revised, hit & ~self.parts.parted)
         # The curve goes through effects fitted with the other settings' priors: trials that move
         # several knobs at once leave a data-only fit unable to tell their prices apart.
@@ -368,5 +368,5 @@ class MemoryModel:
         baseline = math.exp(self.intercept)
         return [
             MemoryPrice(key, float(e), float(s), 100.0 * math.expm1(e), baseline * math.expm1(e))
-            for key, e, s in zip(self.space.setting_keys, effect, sd)
+            for key, e, s in zip(self.space.setting_keys, effect, sd, strict=True)
         ]

@@ -81,13 +81,14 @@ def _table(space: SearchSpace, roles: tuple[str, ...],
     if np.prod(sizes) > MAX_COMBINATIONS:
         return None
     codes = np.zeros((len(space.setting_keys), len(knobs)))
-    for j, (knob, domain) in enumerate(zip(knobs, values)):
+    for j, (knob, domain) in enumerate(zip(knobs, values, strict=True)):
         for i, value in enumerate(domain[1:], start=1):
             key = setting_key(knob.name, value)
             if key not in space.setting_keys:
                 return None  # a knob of a coupled group or a derived one: not one setting per value
             codes[space.setting_keys.index(key), j] = i
-    table = np.array([offset({k.role: v for k, v in zip(knobs, combo)}) for combo in itertools.product(*values)])
+    table = np.array([offset({k.role: v for k, v in zip(knobs, combo, strict=True)})
+                      for combo in itertools.product(*values)])
     if not np.abs(table).max() > 1e-12:
         return None
     strides = np.array([int(np.prod(sizes[j + 1:])) for j in range(len(sizes))], dtype=float)

@@ -30,7 +30,7 @@ def _random_fresh(space: SearchSpace, rng: np.random.Generator, measured: set[st
                   enumerate_limit: int = 20_000) -> Candidate | None:
     if space.size() <= enumerate_limit:
         pool = space.enumerated()
-        fresh = [c for c, k in zip(pool.candidates, pool.keys) if k not in measured]
+        fresh = [c for c, k in zip(pool.candidates, pool.keys, strict=True) if k not in measured]
         return fresh[int(rng.integers(len(fresh)))] if fresh else None
     for cand in space.sample(rng, 256):
         if cand.key() not in measured:
@@ -52,7 +52,8 @@ class GreedySampler(Sampler):
     def __init__(self, space: SearchSpace, priors: PriorTable | None = None, *, seed: int = 0):
         self.space = space
         self.rng = np.random.default_rng(seed)
-        self.prior_time = dict(zip(space.setting_keys, setting_priors(space, priors or PriorTable(), "time").mean))
+        self.prior_time = dict(zip(space.setting_keys, setting_priors(space, priors or PriorTable(), "time").mean,
+                                   strict=True))
 
     def _prior_gain(self, cand: Candidate, incumbent: Candidate) -> float:
         """Prior log-time change of moving from the incumbent to ``cand`` (lower: more promising)."""
@@ -153,8 +154,8 @@ class PriorsOnlySampler(Sampler):
         self.space = space
         self.rng = np.random.default_rng(seed)
         table = priors or PriorTable()
-        self.time = dict(zip(space.setting_keys, setting_priors(space, table, "time").mean))
-        self.mem = dict(zip(space.setting_keys, setting_priors(space, table, "mem").mean))
+        self.time = dict(zip(space.setting_keys, setting_priors(space, table, "time").mean, strict=True))
+        self.mem = dict(zip(space.setting_keys, setting_priors(space, table, "mem").mean, strict=True))
         self._order: list[Candidate] | None = None
 
     def _log(self, effects: dict[str, float], cand: Candidate) -> float:

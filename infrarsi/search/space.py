@@ -166,12 +166,12 @@ class SearchSpace:
             return [{}]
         combos = []
         for values in itertools.product(*(_knob_values(k) for k in members)):
-            split = {role: int(v) for role, v in zip(roles, values)}
+            split = {role: int(v) for role, v in zip(roles, values, strict=True)}
             micro, ranks = split["micro_batch"], split.get("nproc_per_node", 1)
             over = bool(self.coupled["grad_accum"].over_ranks) if "grad_accum" in split else False
             if ("grad_accum" in split and batch.keeps(self.global_batch, micro, split["grad_accum"], ranks, over)
                     or "grad_accum" not in split and batch.divides(self.global_batch, micro, ranks)):
-                combos.append({k.name: v for k, v in zip(members, values) if k.tunable})
+                combos.append({k.name: v for k, v in zip(members, values, strict=True) if k.tunable})
         default = {k.name: k.default for k in tunable}
         if default not in combos:
             # The job as written is the baseline even if its own defaults break the rule.
@@ -288,7 +288,7 @@ class SearchSpace:
         rows = []
         for combo in self._group:
             for values in itertools.product(*(k.domain for k in self._free)):
-                row = {**combo, **{k.name: v for k, v in zip(self._free, values)}}
+                row = {**combo, **{k.name: v for k, v in zip(self._free, values, strict=True)}}
                 if self._loader_holds(row):
                     rows.append(row)
         return rows
@@ -303,7 +303,7 @@ class SearchSpace:
         for row in self._knob_rows():
             allowed = [p for p in self.patches if self._gate_holds(p, row)]
             for bits in itertools.product((False, True), repeat=len(allowed)):
-                out.append(self._make(row, {p for p, on in zip(allowed, bits) if on}))
+                out.append(self._make(row, {p for p, on in zip(allowed, bits, strict=True) if on}))
         return out
 
     def sample(self, rng: np.random.Generator, n: int) -> list[Candidate]:

@@ -69,7 +69,7 @@ def judge(claim: Claim, baseline: TrialResult, probe: TrialResult, loss_toleranc
         if _moved(probe.peak_bytes, baseline.peak_bytes, MEMORY_MOVES):
             return verdict(True, "the tokens per step held and peak memory moved")
         return verdict(False, "peak memory did not move")
-    pairs = list(zip(baseline.losses, probe.losses))
+    pairs = list(zip(baseline.losses, probe.losses, strict=False))
     if not pairs or any(not math.isfinite(b) or abs(a - b) > loss_tolerance * max(1.0, abs(b)) for b, a in pairs):
         return verdict(False, "the loss trajectory changed")
     cpu = [(r.interference or {}).get("mean_job_cores") for r in (baseline, probe)]

@@ -5,7 +5,7 @@ phase split, peak memory against the budget, throughput and MFU (pure: no proces
 from __future__ import annotations
 
 import statistics
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from infrarsi import noise
 from infrarsi.contract import Contract, KnobValue
@@ -40,7 +40,7 @@ def summarize(
     reorder_run = None
     if reorder_knobs and reorder is not None:
         k = min(contract.loss.compare_steps, len(reorder.losses))
-        dev = max((abs(a - b) for a, b in zip(reorder.losses[:k], losses.reference)), default=None) \
+        dev = max((abs(a - b) for a, b in zip(reorder.losses[:k], losses.reference, strict=False)), default=None) \
             if gave_results(reorder) else None
         reorder_run = ReorderRun(knobs=reorder_knobs, status=reorder.status.value, max_deviation=dev,
                                  detail=reorder.detail)
@@ -68,7 +68,7 @@ def summarize(
 
     efficiency = _efficiency(contract, runs, step_noise.step_s, peak, devices, warnings)
     report = DoctorReport(
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
         contract_hash=contract.digest(),
         hardware=hardware,
         runs=[

@@ -123,7 +123,7 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
             return out
 
         def run_round(r: int) -> None:
-            for arm, pair in zip(("base", "rev"), run_pairs(["base", "rev"], run_one, r, lengths)):
+            for arm, pair in zip(("base", "rev"), run_pairs(["base", "rev"], run_one, r, lengths), strict=True):
                 pairs[arm].append(pair)
 
         def decided(done: int) -> bool:
@@ -155,7 +155,7 @@ def _failed(runs: list[TrialResult]) -> list[TrialResult]:
 
 
 def _judge(result: VerifyResult, pairs: dict[str, list[Pair]], lengths: Lengths, rounds: Rounds, done: int) -> None:
-    quiet_rounds = [r for r, (b, c) in enumerate(zip(pairs["base"], pairs["rev"])) if b.ok and c.ok]
+    quiet_rounds = [r for r, (b, c) in enumerate(zip(pairs["base"], pairs["rev"], strict=True)) if b.ok and c.ok]
     if len(quiet_rounds) < 2:
         result.status = VerifyStatus.UNDECIDED
         result.message = (f"{len(quiet_rounds)} of {len(pairs['base'])} rounds ran undisturbed, too few to judge: "

@@ -160,7 +160,7 @@ def unit_edits(text: str, rewritten: list[tuple[analysis_units.Unit, str | None]
             if tag == "equal":
                 continue
             span = unit.lines[i1:i2]
-            if any(b != a + 1 for a, b in zip(span, span[1:])):
+            if any(b != a + 1 for a, b in zip(span, span[1:], strict=False)):
                 return None
             if i1 == i2:  # an insertion: only where the unit's lines are the document's neighbours
                 if 0 < i1 < len(unit.lines) and unit.lines[i1] != unit.lines[i1 - 1] + 1:
@@ -170,7 +170,7 @@ def unit_edits(text: str, rewritten: list[tuple[analysis_units.Unit, str | None]
             else:
                 edits.append((span[0] - 1, span[-1], "".join(new_lines[j1:j2])))
     edits.sort()
-    if any(b[0] < a[1] or (a[0] == a[1] == b[0] == b[1]) for a, b in zip(edits, edits[1:])):
+    if any(b[0] < a[1] or (a[0] == a[1] == b[0] == b[1]) for a, b in zip(edits, edits[1:], strict=False)):
         return None
     return [types.TextEdit(range=types.Range(start=types.Position(line=a, character=0),
                                              end=types.Position(line=b, character=0)), new_text=t)
@@ -238,7 +238,7 @@ class Analyses:
         plan = plan_units(text, cut, names)
         results = await self._findings(owner, rel or "", plan)
         sites: dict[str, list[Site]] = {}
-        for (unit, _names), found in zip(plan, results):
+        for (unit, _names), found in zip(plan, results, strict=True):
             if isinstance(found, JobResult):
                 analysis.problem = analysis.problem or _too_deep(found.detail)
                 continue
@@ -258,7 +258,7 @@ class Analyses:
                         ) -> list[worker.UnitFindings | JobResult]:
         """Each unit's findings, from the cache or a job; a failed job's result stands for its units."""
         keys = [(unit.key, rel, tuple(names), unit.whole) for unit, names in plan]
-        todo = [(unit, names) for (unit, names), key in zip(plan, keys) if key not in self._units]
+        todo = [(unit, names) for (unit, names), key in zip(plan, keys, strict=True) if key not in self._units]
         failed: dict[bytes, JobResult] = {}
         for job in _jobs(todo):
             result = await self._isolated.call(owner, worker.analyse, rel,
@@ -269,7 +269,7 @@ class Analyses:
                 else:
                     failed[unit.key] = result
         out: list[worker.UnitFindings | JobResult] = []
-        for (unit, _names), key in zip(plan, keys):
+        for (unit, _names), key in zip(plan, keys, strict=True):
             found = self._units.get(key)
             out.append(found if found is not None else failed.get(unit.key, JobResult("failed", detail="evicted")))
         return out
@@ -299,7 +299,7 @@ class Analyses:
             touched = [u for u in cut.units if patch.may_apply(u.text)]
             result = await self._isolated.call(owner, worker.rewrite_units, rel, [u.text for u in touched], name)
             if result.ok:
-                edits = unit_edits(text, list(zip(touched, result.value)), codec)
+                edits = unit_edits(text, list(zip(touched, result.value, strict=True)), codec)
                 if edits is not None:
                     return edits
         result = await self._isolated.call(owner, worker.rewrite, rel, text, name)

@@ -1,7 +1,7 @@
 import math
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -52,7 +52,7 @@ def test_signature_buckets_sizes_and_tells_families_apart():
 
 
 def test_a_run_reads_back(bank):
-    when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     run_id = bank.record_run(signature=GPT, hardware_id=HERE, hardware="EPYC, 2 threads", recorded_at=when,
                              effects=[effect()], verdicts=[PatchFinding(patch="sdpa_attention", verdict="ok",
                                                                         time_log=-0.02)],
@@ -60,7 +60,7 @@ def test_a_run_reads_back(bank):
     (seed,) = bank.seeds(GPT, HERE)
     assert seed.run_id == run_id and seed.candidate == Candidate(knobs={"batch_size": 32, "compile": False})
     assert (seed.speedup, seed.same_hardware, seed.similarity, seed.hardware) == (1.3, True, 1.0, "EPYC, 2 threads")
-    assert seed.recorded_at.replace(tzinfo=timezone.utc) == when
+    assert seed.recorded_at.replace(tzinfo=UTC) == when
     prior = bank.priors_for(GPT, HERE, now=when).get("batch_size=4")
     assert (prior.time_log_mean, prior.mem_log_mean) == pytest.approx((0.2, -0.3))
     assert prior.time_log_sd == pytest.approx(trusted()) and "4 trial(s) in 1 run(s) on this hardware" in prior.source
@@ -149,7 +149,7 @@ def test_a_finding_transfers_as_its_surprise_over_its_run_s_own_priors(bank):
 
 def test_a_finding_is_never_surer_than_the_noise_of_the_trials_it_came_from(bank):
     """The issue's busy-machine run: one disturbed trial read back as x11.93 [11.70, 12.17]."""
-    day = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    day = datetime(2026, 12, 1, tzinfo=UTC)
     twelve = EffectFinding(key="threads=2", role="threads", value=2, baseline=1, time_log=math.log(11.93),
                            time_sd=0.01, n=1, noise_cv=0.03)
     bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", effects=[twelve], recorded_at=day)
@@ -200,7 +200,7 @@ def test_a_bank_written_before_the_noise_was_stored_is_migrated_and_read_as_nois
 
 
 def test_findings_are_forgotten_by_id_key_run_and_date(bank):
-    old, new = datetime(2025, 1, 1, tzinfo=timezone.utc), datetime(2026, 6, 1, tzinfo=timezone.utc)
+    old, new = datetime(2025, 1, 1, tzinfo=UTC), datetime(2026, 6, 1, tzinfo=UTC)
     first = bank.record_run(signature=GPT, hardware_id=HERE, hardware="2 threads", recorded_at=old,
                             effects=[effect(), effect("patch:sdpa_attention", baseline="off")],
                             verdicts=[PatchFinding(patch="sdpa_attention", verdict="ok")])
@@ -211,7 +211,7 @@ def test_findings_are_forgotten_by_id_key_run_and_date(bank):
     assert bank.forget(finding=str(eight)).effects == 1 and "batch_size=8" not in bank.priors_for(GPT, HERE)
     gone = bank.forget(finding="patch:sdpa_attention")
     assert (gone.effects, gone.verdicts) == (1, 1) and not bank.verdicts(GPT, HERE)
-    gone = bank.forget(before=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    gone = bank.forget(before=datetime(2026, 1, 1, tzinfo=UTC))
     assert (gone.runs, gone.effects) == (1, 1) and [r.id for r in bank.runs()] == [second]
     gone = bank.forget(run_id=second)
     assert (gone.runs, gone.effects, gone.best) == (1, 1, 1) and not bank.runs() and not bank.seeds(GPT, HERE)

@@ -8,7 +8,7 @@ import math
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -43,7 +43,7 @@ def planted(url: str, repo: Path) -> tuple[str, str]:
     here = fingerprint().id
     with ExperienceBank(url) as bank:
         old = bank.record_run(signature=signature, hardware_id=here, hardware="this machine",
-                              recorded_at=datetime(2026, 1, 5, tzinfo=timezone.utc), effects=[
+                              recorded_at=datetime(2026, 1, 5, tzinfo=UTC), effects=[
                                   EffectFinding(key="threads=1", role="threads", value=1, baseline=2,
                                                 time_log=math.log(11.93), time_sd=0.01, n=1, noise_cv=0.03),
                                   EffectFinding(key="patch:sdpa_attention", role="patch", value="on", baseline="off",

@@ -67,7 +67,7 @@ def test_the_sweep_moves_only_zero_and_micro_batch_and_stops_a_stage_at_its_firs
     cands = [table.candidate(k) for k in keys]
     assert all({n for n, v in c.knobs.items() if v != base[n]} <= {ZERO, MICRO} for c in cands)
     for stage in {c.knobs[ZERO] for c in cands}:
-        statuses = [r["status"] for r, c in zip(runs[1:], cands) if c.knobs[ZERO] == stage]
+        statuses = [r["status"] for r, c in zip(runs[1:], cands, strict=True) if c.knobs[ZERO] == stage]
         assert "oom" not in statuses[:-1]
         micros = [c.knobs[MICRO] for c in cands if c.knobs[ZERO] == stage]
         assert micros == sorted(micros)

@@ -36,7 +36,7 @@ def test_a_table_that_fits_keeps_names_whole_and_wraps_no_column_below_the_floor
     text = lines(out)
     assert all(len(line) <= 80 for line in text)
     assert any(LONG_NAME in line for line in text)  # a table, the name on one line
-    for width, column in zip(drawn_widths(text), zip(columns, *rows)):
+    for width, column in zip(drawn_widths(text), zip(columns, *rows, strict=True), strict=False):
         natural = max(len(cell) for cell in column)
         assert width >= max(map(longest_word, column)) and width >= min(natural, MIN_WRAP)
     assert drawn_widths(text)[2] < len(SENTENCE)  # the sentence did wrap, at words

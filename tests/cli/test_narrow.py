@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -102,7 +102,7 @@ def test_report_at_80_columns_shows_every_table_whole(out):
         at = text.index(table.title)
         if text[at + 1].startswith("┏"):
             widths = [len(part) - 2 for part in text[at + 1].strip("┏┓").split("┳")]
-            for width, column in zip(widths, zip(table.columns, *table.rows)):
+            for width, column in zip(widths, zip(table.columns, *table.rows, strict=False), strict=False):
                 assert width >= max(map(longest_word, column)) and width >= min(max(map(len, column)), MIN_WRAP)
     # "Prior against observed effect" is too wide: label-value blocks, names and the source sentence whole.
     start = text.index("Prior against observed effect")
@@ -126,7 +126,7 @@ def test_bank_show_at_80_columns_keeps_setting_names_whole_beside_their_ids(out)
     effects = [StoredEffect(id=40 + i, key=key, baseline="4", time_log=-0.2, time_sd=0.01, n=3, noise_cv=None,
                             trusted_sd=0.2) for i, key in enumerate(names)]
     run = StoredRun(id="0f3a9c", signature="dense/p7/t14/s10/cuda/torchrun", hardware_id="h100x8",
-                    hardware="8x NVIDIA H100 80GB HBM3", recorded_at=datetime(2026, 1, 5, tzinfo=timezone.utc),
+                    hardware="8x NVIDIA H100 80GB HBM3", recorded_at=datetime(2026, 1, 5, tzinfo=UTC),
                     effects=effects, verdicts=[], best=[])
     view = WorkloadView(repo="/home/me/gpt", signature=run.signature, hardware_id="h100x8", similarity={run.id: 1.0},
                         priors=[{"key": key, "factor": 0.82, "low": 0.67, "high": 1.0, "sd": 0.2,

@@ -46,8 +46,8 @@ def _table(trials) -> str:
 def test_two_workers_share_one_study(paced_prepared, pg_url, tmp_path):
     logs = [tmp_path / "a.json", tmp_path / "b.json"]
     procs = [start_worker(checkout(paced_prepared, tmp_path / name), pg_url, trials=4, log=log)
-             for name, log in zip(("a", "b"), logs)]
-    a, b = (finish_worker(p, log) for p, log in zip(procs, logs))
+             for name, log in zip(("a", "b"), logs, strict=True)]
+    a, b = (finish_worker(p, log) for p, log in zip(procs, logs, strict=True))
 
     assert a["study_name"] == b["study_name"]
     study = _study(pg_url, a["study_name"])

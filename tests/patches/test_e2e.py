@@ -95,6 +95,6 @@ def test_patched_fixture_keeps_its_loss(fixture, tmp_path):
         assert outcome.status == "applied", (name, outcome.reason)
         losses = _losses(work, fixture)
         assert len(losses) == STEPS
-        worst = max(abs(a - b) for a, b in zip(losses, reference))
+        worst = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
         print(f"{fixture}: {name} applied, largest loss difference {worst:.1e} over {STEPS} steps")
         assert worst <= 1e-4, f"{fixture}: {name} moved the loss by {worst:.2e}: {losses} vs {reference}"

@@ -53,7 +53,7 @@ def test_the_loss_trajectory_holds(patched):
     before = checksums(SCRIPT)
     after = checksums(path, "--grad_accum_splits", splits)
     assert len(before) == len(after) == 6
-    assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+    assert max(abs(a - b) for a, b in zip(before, after, strict=True)) < 1e-5
 
 
 @pytest.mark.e2e
@@ -62,7 +62,7 @@ def test_the_loop_still_logs_the_whole_batch_s_loss(patched):
     path, _ = patched
     assert "loss = _infrarsi_batch_loss" in path.read_text()
     before, after = printed(SCRIPT, "loss"), printed(path, "loss", "--grad_accum_splits", "4")
-    assert len(before) == len(after) == 6 and max(abs(a - b) for a, b in zip(before, after)) < 1e-6
+    assert len(before) == len(after) == 6 and max(abs(a - b) for a, b in zip(before, after, strict=True)) < 1e-6
 
 
 @pytest.mark.e2e
@@ -71,7 +71,7 @@ def test_a_sum_reduced_loss_is_not_reweighted(tmp_path):
         "reduction=args.reduction", "reduction='sum'")
     code, before, after = _run_patched(tmp_path, source)
     assert "_infrarsi_full_batch[0]" not in code
-    assert max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+    assert max(abs(a - b) for a, b in zip(before, after, strict=False)) < 1e-5
 
 
 def test_the_loss_the_loop_splits_decides_its_weighting_not_another_in_the_file():
@@ -118,4 +118,4 @@ def test_a_batch_of_one_tensor(tmp_path):
         "for batch_idx, (data, target) in enumerate(loader):", "for batch_idx, (data, _) in enumerate(loader):")
     code, before, after = _run_patched(tmp_path, source)
     assert "for data, in zip(" in code
-    assert len(before) == 6 and max(abs(a - b) for a, b in zip(before, after)) < 1e-5
+    assert len(before) == 6 and max(abs(a - b) for a, b in zip(before, after, strict=False)) < 1e-5

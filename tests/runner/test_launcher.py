@@ -355,7 +355,7 @@ def test_the_job_never_knows_how_many_steps_its_run_will_take(tmp_path):
 def test_whole_process_times_come_from_infrarsis_clock_and_the_parameters_are_hashed_here(tmp_path):
     repo, contract = job(tmp_path, SEES_ITS_WORLD)
     short, long = trial(repo, contract, steps=2), trial(repo, contract, steps=8)
-    for result, steps in ((short, 2), (long, 8)):
+    for result, _steps in ((short, 2), (long, 8)):
         assert result.status is TrialStatus.OK, result.detail
         assert result.startup_s + sum(result.warmup_times + result.step_times) <= result.stopped_s <= result.process_s
         assert result.process_s < result.wall_s and result.param_checksum[1] > 0

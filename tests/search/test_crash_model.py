@@ -21,7 +21,7 @@ def test_a_setting_only_failed_trials_held_is_suspected_and_a_shared_one_is_not(
     broken = space.with_value(fused, "compile", True)
     history = [result(base), result(fused), result(space.with_value(fused, "threads", 1)),
                result(broken, TrialStatus.CRASH)]
-    rates = dict(zip(space.setting_keys, failure_rates(space, history)))
+    rates = dict(zip(space.setting_keys, failure_rates(space, history), strict=True))
     # Only compile can explain the crash (fused ran clean twice): 1 / (1 + 0.25).
     assert rates["compile=True"] == 0.8 and rates["optimizer_impl=fused"] == 0.0
     compiled_again = space.with_value(broken, "micro_batch_size", 8)
@@ -82,13 +82,14 @@ def test_a_numerics_failure_is_not_blamed_on_a_setting_that_cannot_change_the_nu
     base = space.baseline()
     broken = space.with_value(space.with_value(base, "compile", True), "log_every", 160)
     history = [result(base), result(broken, TrialStatus.NUMERICS)]
-    rates = dict(zip(space.setting_keys, failure_rates(space, history)))
+    rates = dict(zip(space.setting_keys, failure_rates(space, history), strict=True))
     assert rates["compile=True"] == 0.8 and rates["log_every=160"] == 0.0
     # Compile is as suspect beside another logging interval: it is all the failure needs.
     other_interval = space.with_value(broken, "log_every", 40)
     assert np.allclose(p_runs(space, history, space.indicator([other_interval])), [0.2])
     # A crash may come from anything the trial changed: its blame is shared as before.
-    rates = dict(zip(space.setting_keys, failure_rates(space, [result(base), result(broken, TrialStatus.CRASH)])))
+    rates = dict(zip(space.setting_keys, failure_rates(space, [result(base), result(broken, TrialStatus.CRASH)]),
+                     strict=True))
     assert rates["log_every=160"] > 0
 
 
@@ -98,7 +99,7 @@ def test_the_values_of_a_knob_a_patch_adds_share_its_failures():
         domain=[1, 2, 4], tunable=True, patch="gradient_accumulation")]), [])
     base = space.baseline()
     history = [result(base), result(space.with_value(base, "grad_accum_splits", 2), TrialStatus.NUMERICS)]
-    rates = dict(zip(space.setting_keys, failure_rates(space, history)))
+    rates = dict(zip(space.setting_keys, failure_rates(space, history), strict=True))
     # Every split count applies the same patch: a failure at 2 splits is expected at 4.
     assert rates["grad_accum_splits=2"] == rates["grad_accum_splits=4"] == 0.8
     four = space.with_value(base, "grad_accum_splits", 4)

@@ -49,13 +49,13 @@ def _data(seed: int):
     space = _space(budget)
     history = [
         result(c, TrialStatus.OOM) if lp > math.log(budget) else result(c, step=1.0, peak=math.exp(lp))
-        for c, lp in zip(picks, log_peaks)
+        for c, lp in zip(picks, log_peaks, strict=True)
     ]
     return space, history, log_peaks
 
 
 def _worst_relative_error(space: SearchSpace, effects: np.ndarray) -> float:
-    fitted = dict(zip(space.setting_keys, effects))
+    fitted = dict(zip(space.setting_keys, effects, strict=True))
     return max(abs(fitted[k] - v) / abs(v) for k, v in PRICES.items())
 
 
@@ -143,5 +143,5 @@ def test_a_run_stopped_after_its_steady_steps_measured_its_peak_and_one_stopped_
                                   mem_log_sd=0.3, source="test")])
     for trials, cheaper in (([slow], True), ([early], False)):
         model = MemoryModel(space, priors).fit([result(base, step=1.0, peak=0.45e9), *trials])
-        effect = dict(zip(space.setting_keys, model.setting_effects()[0]))["dtype=bfloat16"]
+        effect = dict(zip(space.setting_keys, model.setting_effects()[0], strict=True))["dtype=bfloat16"]
         assert bool(effect < 0) is cheaper, (trials[0].status, effect)

@@ -82,7 +82,7 @@ def test_the_activations_share_is_fitted_from_the_trials():
     """No trial of a part's knob: the model keeps the priors' share; one measured micro-batch fixes it."""
     space = _space()
     model = MemoryModel(space, _priors(parted=True)).fit(_history())
-    effects = dict(zip(space.setting_keys, model.setting_effects()[0]))
+    effects = dict(zip(space.setting_keys, model.setting_effects()[0], strict=True))
     share = ACTIVATIONS / (STATE + ACTIVATIONS)
     assert effects["mb=8"] == pytest.approx(math.log1p(share * 7), abs=0.05)
 
@@ -90,7 +90,7 @@ def test_the_activations_share_is_fitted_from_the_trials():
 def test_without_parts_the_model_is_the_additive_one():
     space = _space()
     whole = MemoryModel(space, _priors(parted=False)).fit(_history())
-    effects = dict(zip(space.setting_keys, whole.setting_effects()[0]))
+    effects = dict(zip(space.setting_keys, whole.setting_effects()[0], strict=True))
     candidate = _candidate(mb=4, pp=2)
     log_peak = whole.predict(space.encode_many([candidate]))[0][0]
     assert log_peak == pytest.approx(whole.intercept + effects["mb=4"] + effects["pp=2"], abs=1e-9)

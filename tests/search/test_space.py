@@ -74,7 +74,7 @@ def test_encoding_is_relative_to_the_baseline(dense_space):
     cand = dense_space.with_value(base, "micro_batch_size", 16)
     cand = dense_space.with_value(cand, "dtype", "bfloat16")
     cand = type(cand)(knobs={**cand.knobs, "compile": True}, patches=("flash_mlp",))
-    x = dict(zip([c.name for c in dense_space.columns], dense_space.encode(cand)))
+    x = dict(zip([c.name for c in dense_space.columns], dense_space.encode(cand), strict=True))
     assert x["micro_batch_size"] == pytest.approx(math.log2(16) - math.log2(4))  # log2 for powers of two
     assert x["dtype=bfloat16"] == 1.0 and x["compile"] == 1.0 and x["patch:flash_mlp"] == 1.0
     assert x["optimizer_impl=fused"] == 0.0 and x["threads"] == 0.0

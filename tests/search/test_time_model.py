@@ -173,7 +173,8 @@ def test_a_knob_contradicted_above_its_default_keeps_its_priors_below_it(dense_s
             history.append(result(cand, step=step * (1.3 if threads == 1 else 1.0)))
     model = TimeModel(dense_space, shallow).fit(history)
     assert "micro_batch_size=8" in model.miscalibrated
-    in_use = dict(zip(dense_space.setting_keys, zip(model.priors_in_use.mean, model.priors_in_use.sd)))
+    in_use = dict(zip(dense_space.setting_keys, zip(model.priors_in_use.mean, model.priors_in_use.sd, strict=True),
+                      strict=True))
     assert in_use["micro_batch_size=16"][1] > 0.5
     assert in_use["micro_batch_size=1"] == pytest.approx((0.07, 0.1))
     assert in_use["micro_batch_size=2"] == pytest.approx((0.035, 0.1))

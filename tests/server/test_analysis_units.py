@@ -36,7 +36,7 @@ def _by_units(rel: str, text: str) -> dict[str, list]:
     names = patch_names(rel, text, None) + gpu
     plan = plan_units(text, analysis_units.cut(text), names)
     found: dict[str, list] = {}
-    for (unit, _), result in zip(plan, worker.analyse(rel, [(u.text, n, not u.whole) for u, n in plan])):
+    for (unit, _), result in zip(plan, worker.analyse(rel, [(u.text, n, not u.whole) for u, n in plan]), strict=True):
         for name, sites in result.sites.items():
             found.setdefault(name, []).extend(_map(s, unit.lines) for s in sites)
     return {n: sorted(set(s), key=lambda s: (s.start_line, s.start_col)) for n, s in found.items()}
@@ -75,7 +75,7 @@ def test_a_quick_fix_from_units_is_the_whole_file_rewrite(rel: str):
     text = (FIXTURES / rel).read_text()
     patch = REGISTRY["sdpa_attention"]
     touched = [u for u in analysis_units.cut(text).units if patch.may_apply(u.text)]
-    edits = unit_edits(text, list(zip(touched, worker.rewrite_units(rel, [u.text for u in touched], patch.name))),
-                       PositionCodec())
+    rewritten = worker.rewrite_units(rel, [u.text for u in touched], patch.name)
+    edits = unit_edits(text, list(zip(touched, rewritten, strict=True)), PositionCodec())
     assert edits, "the attention's definition maps back to the document"
     assert apply_edits(text, edits) == patch.rewrite(text)

@@ -152,11 +152,11 @@ def test_the_bank_holds_no_disturbed_finding(hogged_run):
     store = TrialStore.open(contract, [], storage_url=default_storage_url(repo))
     history = store.history()
     space = SearchSpace.from_contract(contract, [])
-    counted = dict(zip(space.setting_keys, time_data(space, history).indicator.sum(axis=0).tolist()))
+    counted = dict(zip(space.setting_keys, time_data(space, history).indicator.sum(axis=0).tolist(), strict=True))
     # Had the disturbed trials been taken as measurements, their settings would count more.
     as_if = [dataclasses.replace(t, status=TrialStatus.OK) if t.status is TrialStatus.DISTURBED else t
              for t in history]
-    would = dict(zip(space.setting_keys, time_data(space, as_if).indicator.sum(axis=0).tolist()))
+    would = dict(zip(space.setting_keys, time_data(space, as_if).indicator.sum(axis=0).tolist(), strict=True))
     with ExperienceBank(url) as bank:
         runs = bank.runs()
     assert len(runs) == 1 and runs[0].effects
