@@ -4,8 +4,8 @@ An OOM trial only tells us its peak was above the budget: it is a right-censored
 log(budget) (or at the level the watchdog saw, if higher). A trial that ended early for another
 reason (crash, timeout, slow abort) before ``STEADY_STEPS`` steps ran part of the job, so the peak
 it reached is a lower bound too; one that ran that many had reached the peak every later step
-repeats, and its reading is a measurement. Fitting by censored likelihood lets OOMs teach the model instead of being thrown away; the
-coefficients are each setting's memory price.
+repeats, and its reading is a measurement. Fitting by censored likelihood lets OOMs teach the
+model instead of being thrown away; the coefficients are each setting's memory price.
 
 The weights get a weak Gaussian prior toward the prior effects (their sds widened by
 ``prior_weakening``, correlations between a knob's columns kept), the intercept a vague one, and
