@@ -192,6 +192,12 @@ class TrialStore:
         )
         return cls(study, contract, patches)
 
+    @classmethod
+    def existing(cls, contract: Contract, *, storage_url: str, name: str) -> TrialStore:
+        """The study ``name`` at ``storage_url``, to read (the report); KeyError when it is not there:
+        unlike ``open``, it creates nothing."""
+        return cls(optuna.load_study(study_name=name, storage=open_storage(storage_url)), contract, [])
+
     def begin(self, candidate: Candidate, kind: str) -> RunningTrial:
         """Start a trial of ``candidate``, created in one storage transaction with its params and
         kind (not enqueued and asked: with several workers on one study, an ask pops whichever

@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import optuna
 import sqlalchemy.exc
 
 from infrarsi.contract import Contract, ContractError, require_intact
-from infrarsi.experiment.store import StoredTrial, TrialStore, hide_password, open_storage, password_hidden
+from infrarsi.experiment.store import StoredTrial, TrialStore, hide_password, password_hidden
 from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
 from infrarsi.records.files import plots_dir, report_path, state_dir
 from infrarsi.report import document, html, markdown
@@ -45,10 +44,10 @@ def _stored_trials(run: RunResult, contract: Contract, storage: str | None) -> l
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None  # opening a missing SQLite file would create an empty one
     try:
-        study = optuna.load_study(study_name=run.study_name, storage=open_storage(url))
+        store = TrialStore.existing(contract, storage_url=url, name=run.study_name)
     except (KeyError, OSError, sqlalchemy.exc.SQLAlchemyError):
         return None
-    return TrialStore(study, contract, []).trials()
+    return store.trials()
 
 
 def report(repo: Path, *, formats: tuple[str, ...] = FORMATS, storage: str | None = None) -> ReportResult:
