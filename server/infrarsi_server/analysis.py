@@ -21,6 +21,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from lsprotocol import types
@@ -160,7 +161,7 @@ def unit_edits(text: str, rewritten: list[tuple[analysis_units.Unit, str | None]
             if tag == "equal":
                 continue
             span = unit.lines[i1:i2]
-            if any(b != a + 1 for a, b in zip(span, span[1:], strict=False)):
+            if any(b != a + 1 for a, b in pairwise(span)):
                 return None
             if i1 == i2:  # an insertion: only where the unit's lines are the document's neighbours
                 if 0 < i1 < len(unit.lines) and unit.lines[i1] != unit.lines[i1 - 1] + 1:
@@ -170,7 +171,7 @@ def unit_edits(text: str, rewritten: list[tuple[analysis_units.Unit, str | None]
             else:
                 edits.append((span[0] - 1, span[-1], "".join(new_lines[j1:j2])))
     edits.sort()
-    if any(b[0] < a[1] or (a[0] == a[1] == b[0] == b[1]) for a, b in zip(edits, edits[1:], strict=False)):
+    if any(b[0] < a[1] or (a[0] == a[1] == b[0] == b[1]) for a, b in pairwise(edits)):
         return None
     return [types.TextEdit(range=types.Range(start=types.Position(line=a, character=0),
                                              end=types.Position(line=b, character=0)), new_text=t)
