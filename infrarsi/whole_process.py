@@ -40,7 +40,10 @@ once, never run again.
 
 What a verification costs follows from the noise doctor measured: the long length is the one
 whose rounds cost the fewest seconds, start-ups included (:meth:`Lengths.of`), and the rounds are
-as few as certify a ``TARGET_GAIN`` with 80% power (:func:`rounds_needed`). How many rounds is
+as few as certify with 80% power the gain the search's trials make believable, never planned for
+less than ``TARGET_GAIN`` (:func:`rounds_needed`). That belief only plans the rounds: the error
+each look spends is fixed before any of them runs, so a trial that exaggerated its gain buys
+itself fewer chances, never an easier test. How many rounds is
 then sequential (:class:`Rounds`): at least ``least``, then one more at a time while a candidate's
 interval still straddles the floor and the rounds left could lift it past the floor if its speedup
 held (``noise.futile``), up to ``most``. Looking after every round would inflate the
@@ -94,7 +97,7 @@ within 0.9% a round, 0.075 s of 12 s of steps. A process keeps its own pace, tho
 campaigns of issue 49 measured the same configuration's per-step figure 2-5% apart process to
 process, so the share doctor's runs show (their medians' CV, ``step_cv``) is believed when larger."""
 POWER_Z = 0.84
-"""Verification is sized so that a ``TARGET_GAIN`` candidate clears the floor in 80% of runs."""
+"""Verification is sized so that a candidate of the gain it plans for clears the floor in 80% of runs."""
 MIN_STEP_S = 1e-6
 """A per-step difference at or below zero is noise larger than the steps: floored here, it gives
 an interval too wide to promote anything."""
@@ -169,13 +172,14 @@ def spread(startup_s: float, steps_s: float, process_sd_s: float | None, step_cv
 
 
 def rounds_needed(round_cv: float, policy: VerifyPolicy, floor: float, *, arms: int = 1,
-                  reference: int = 0, prior_df: int = 0) -> int | None:
+                  reference: int = 0, prior_df: int = 0, gain: float | None = None) -> int | None:
     """The fewest rounds (from the policy's ``least_rounds`` to its ``most_rounds``) in which a
-    ``TARGET_GAIN`` candidate clears ``floor`` at the last look with 80% power (``POWER_Z``),
+    candidate of ``gain`` (at least ``TARGET_GAIN``) clears ``floor`` at the last look with 80%
+    power (``POWER_Z``),
     each round's job time spread ``round_cv`` (believed as ``prior_df`` degrees of freedom),
     ``arms`` candidates sharing the error and ``reference`` baseline rounds already measured;
     None when even the most do not."""
-    gain = math.log(TARGET_GAIN) - math.log(floor)
+    gain = math.log(max(gain or TARGET_GAIN, TARGET_GAIN)) - math.log(floor)
     for most in range(policy.least_rounds, policy.most_rounds + 1):
         rounds = Rounds(least=policy.least_rounds, most=most)
         level = rounds.level(rounds.looks, arms)
@@ -252,7 +256,7 @@ SPENDING_POWER = 2.0
 DeMets' power family; 1 spends it evenly, as Bonferroni over looks did): an early look, which only
 a large gain clears, spends little, and the last keeps most of it for the gains near the floor."""
 TARGET_GAIN = 1.10
-"""The gain verification is sized to certify (``rounds_needed``): a fused optimizer or a bucket
+"""The least gain verification is sized to certify (``rounds_needed``): a fused optimizer or a bucket
 size, the 5-15% wins that add up, not only the large ones."""
 
 
@@ -271,14 +275,16 @@ class Rounds:
 
     @classmethod
     def sized(cls, policy: VerifyPolicy, prior: SpreadPrior | None, floor: float, arms: int = 1,
-              reference: int = 0) -> Rounds:
+              reference: int = 0, gain: float | None = None) -> Rounds:
         """As few rounds as :func:`rounds_needed` says, from ``prior`` (the relative spread of one
         round's projected job time doctor expects, ``Lengths.round_cv``, and its degrees of
         freedom): from the contract's ``least_rounds``, at most its ``most_rounds`` (those when
         unknown or not enough). ``arms``: the candidates verified together; ``reference``:
-        baseline rounds already measured (doctor's pair)."""
+        baseline rounds already measured (doctor's pair); ``gain``: the least the candidates are
+        expected to gain (``search.history.believable_gain``): a larger one plans fewer rounds, so
+        its early looks spend more of the error and decide sooner."""
         most = rounds_needed(prior.cv, policy, floor, arms=arms, reference=reference,
-                             prior_df=prior.df) if prior and prior.cv else None
+                             prior_df=prior.df, gain=gain) if prior and prior.cv else None
         return cls(least=policy.least_rounds, most=most or policy.most_rounds)
 
     def __post_init__(self) -> None:
@@ -504,7 +510,8 @@ def judge(
     pooled = [_measured(p, lengths) for p in others]
     job = _interval(verdict.base_job_s, verdict.cand_job_s, level, tuple([m.job_s for _, m in o] for o in pooled),
                     prior)
-    step = _interval(verdict.base_step_s, verdict.cand_step_s, level, tuple([m.step_s for _, m in o] for o in pooled))
+    step = _interval(verdict.base_step_s, verdict.cand_step_s, level, tuple([m.step_s for _, m in o] for o in pooled),
+                     _per_step(prior, base, lengths))
     records = _interval(verdict.base_record_step_s, verdict.cand_record_step_s, level)
     verdict.job_speedup = _triple(job)
     verdict.step_speedup = _triple(step)
@@ -558,6 +565,20 @@ def _baseline_rounds(base_pairs: list[Pair], lengths: Lengths, reference: int,
         return ref + own, ""
     return own, (f"; doctor's baseline round ({moved[0]:.1f} s of job) left out: the machine's pace moved since "
                  f"doctor (this run's own rounds {min(own_s):.1f}-{max(own_s):.1f} s)")
+
+
+def _per_step(prior: SpreadPrior | None, base: list[tuple[Pair, WholeProcess]], lengths: Lengths) -> SpreadPrior | None:
+    """The spread doctor expects of one round's job time, as a spread of its per-step figure: the
+    job is the short run plus the rest of the planned steps at that pace, so the pace's spread is
+    the job's scaled by the job over the steps' share of it. The per-step interval is moderated
+    toward it as the job's is: unmoderated, two or three rounds that agree by chance made an honest
+    job's step records fall outside it (a contract breach) in about one verification in fifty of
+    simulated honest jobs (docs/benchmarks.md, issue 49)."""
+    if prior is None or not base:
+        return None
+    job_s = statistics.median(m.job_s for _, m in base)
+    steps_s = (lengths.planned - lengths.short) * statistics.median(m.step_s for _, m in base)
+    return SpreadPrior(cv=prior.cv * job_s / steps_s, df=prior.df) if steps_s > 0 else None
 
 
 def _triple(interval: SpeedupInterval | None) -> tuple[float, float, float] | None:

@@ -403,6 +403,38 @@ def test_rounds_are_sized_from_the_noise_doctor_expects():
     assert Rounds.sized(policy, SpreadPrior(0.035, 2), 1.01, arms=2, reference=1).most >= noisy.most
 
 
+def test_a_candidate_the_search_measured_far_ahead_is_planned_fewer_rounds():
+    """Rounds are planned for the gain the search's trials make believable, never for less than
+    TARGET_GAIN: at the same noise a 1.4x candidate is planned fewer rounds than a 1.10x one, so its
+    one look spends all the error where the 1.10x's first of five spends a sliver."""
+    from infrarsi.contract import VerifyPolicy
+
+    policy, prior = VerifyPolicy(least_rounds=2, most_rounds=6), SpreadPrior(0.05, 2)
+    unknown, small, large = (Rounds.sized(policy, prior, 1.01, reference=1, gain=g) for g in (None, 1.10, 1.4))
+    assert unknown == small and large.most < small.most
+    assert large.level(1) == pytest.approx(0.95) and small.level(1) > 0.99
+    assert Rounds.sized(policy, prior, 1.01, reference=1, gain=1.02) == small
+
+
+def test_an_honest_jobs_records_are_judged_against_a_moderated_per_step_interval():
+    """Three rounds whose per-step figures agree by chance (to 0.1%) made an unmoderated interval
+    so narrow that an honest job's records, 2% off it because both its long runs started 10 ms
+    late, read as a contract breach. Moderated toward doctor's expected spread, they do not, and
+    records that lie (a burst) still do."""
+    base = runs(BASE, [0.138, 0.1381, 0.1380])
+    late = [Pair(short=run(FAST, s, LENGTHS.short), long=run(FAST, s, LENGTHS.long, startup=1.01))
+            for s in (0.100, 0.1001, 0.0999)]
+    prior = SpreadPrior(0.02, 2)
+
+    def verdict(cand: list[Pair], spread: SpreadPrior | None) -> Verdict:
+        return judge(FAST, base, cand, lengths=LENGTHS, floor=1.01, compare_steps=3, prior=spread)
+
+    assert verdict(late, None).contract  # the premise: unmoderated, the honest job is refused
+    honest = verdict(late, prior)
+    assert honest.promoted and not honest.contract
+    assert verdict(runs(FAST, [0.100, 0.101, 0.0995], recorded=0.001), prior).contract
+
+
 def test_the_pooled_spread_narrows_the_interval_unless_the_candidate_is_noisier():
     from infrarsi.noise import pooled_speedup_interval, speedup_interval
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from infrarsi.events import Event
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.startup import declared_startup
 from infrarsi.patches.diff_patch import LLM_PREFIX
 from infrarsi.records import RunResult, RunStatus, Verdict
+from infrarsi.search.history import believable_gain
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.whole_process import Rounds, best_promoted, interleave
+from infrarsi.whole_process import TARGET_GAIN, Rounds, best_promoted, interleave
 
 
 def conclude(session: TrialSession, context: Strategy, result: RunResult) -> None:
@@ -39,7 +41,8 @@ def verify(session: TrialSession, context: Strategy, result: RunResult) -> None:
     """The contract's ``[verify]`` candidates against the baseline; the verdicts and the promoted one into ``result``."""
     contract = session.contract
     policy = contract.verify_policy
-    top = context.to_verify(session.store.history(), policy.candidates)
+    history, baseline = session.store.history(), context.baseline()
+    top = context.to_verify(history, policy.candidates)
     if not top:
         result.status = RunStatus.NO_PROMOTION
         result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
@@ -52,9 +55,15 @@ def verify(session: TrialSession, context: Strategy, result: RunResult) -> None:
 
     # Doctor's baseline pair is a round already measured, unless the machine's normal changed since.
     reference = () if session.renormalized else session.reference
-    rounds = Rounds.sized(policy, session.spread_prior, result.promotion_floor, arms=len(top), reference=len(reference))
+    gain = believable_gain(history, top, baseline, contract.workload.planned_steps, context.min_speedup)
+    rounds = Rounds.sized(policy, session.spread_prior, result.promotion_floor, arms=len(top),
+                          reference=len(reference), gain=gain)
+    measured = (f" (the search measured {gain * context.min_speedup:.2f}x; its noise floor is "
+                f"{context.min_speedup:.3f})") if gain else ""
+    session.on_event(Event("run", "log", f"verification plans {rounds.least}-{rounds.most} rounds of {len(top)} "
+                                         f"candidate(s), sized for a {max(gain or 0.0, TARGET_GAIN):.2f}x gain{measured}"))
     result.verdicts, _ = interleave(
-        top, context.baseline(), run_one,
+        top, baseline, run_one,
         rounds=rounds, lengths=session.lengths, floor=result.promotion_floor,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: declared_startup(contract, cand),

@@ -76,6 +76,20 @@ def unmatched_fastest(history: list[TrialResult], chosen: list[Candidate], basel
     return fast[:1]
 
 
+def believable_gain(history: list[TrialResult], candidates: list[Candidate], baseline: Candidate,
+                    planned_steps: int, min_speedup: float) -> float | None:
+    """The least job speed-up the search's own trials make believable for every one of
+    ``candidates``: each one's measured speed-up over the baseline over ``min_speedup`` (doctor's
+    noise floor, what one run's comparison can show by chance), so the best of many noisy trials is
+    not taken at its luckiest. None when one of them was not measured. Verification sizes its
+    rounds for it and never counts it as evidence: the trials ran at other times, and the search
+    chose the candidate for them."""
+    speedups = _measured_speedups(history, baseline, planned_steps)
+    if not candidates or any(c.key() not in speedups for c in candidates):
+        return None
+    return min(speedups[c.key()][0] for c in candidates) / min_speedup
+
+
 def measured_slow(history: list[TrialResult], baseline: Candidate, planned_steps: int,
                   min_speedup: float) -> set[str]:
     """Candidates whose median measured job time is slower than the baseline's by more than

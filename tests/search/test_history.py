@@ -3,7 +3,7 @@ beside the model's choice only when the two measured apart beyond doctor's noise
 
 from __future__ import annotations
 
-from infrarsi.search.history import unmatched_fastest
+from infrarsi.search.history import believable_gain, unmatched_fastest
 from infrarsi.search.synthetic import result
 from infrarsi.trials import Candidate
 
@@ -29,3 +29,12 @@ def test_the_fastest_is_verified_when_the_choice_measured_slower_beyond_the_floo
 def test_nothing_measured_beyond_the_floor_adds_nothing():
     history = [result(BASE, step=0.20), result(MB8, step=0.195)]
     assert unmatched_fastest(history, [UNTRIED], BASE, 200, FLOOR) == []
+
+
+def test_the_gain_verification_plans_for_is_the_least_measured_over_the_noise_floor():
+    """The search's trials plan verification's rounds, discounted by doctor's floor (what one run
+    can show by chance); a candidate never measured leaves it unknown."""
+    history = [result(BASE, step=0.20), result(MB8, step=0.160), result(MB16, step=0.125)]
+    assert believable_gain(history, [MB16], BASE, 200, FLOOR) > believable_gain(history, [MB8, MB16], BASE, 200, FLOOR)
+    assert 1.0 < believable_gain(history, [MB8], BASE, 200, FLOOR) < 0.20 / 0.160
+    assert believable_gain(history, [MB8, UNTRIED], BASE, 200, FLOOR) is None
