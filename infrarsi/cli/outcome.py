@@ -108,8 +108,8 @@ def lines(result, width: int, repo: str) -> list[str]:
     out += _wrap(_trials(report), width)
     if report.costs:
         out += _wrap(_cost(report), width)
-    disturbance = result.run.disturbance if result.run is not None else {}
-    if disturbance.get("trials") or disturbance.get("waited_s") or (disturbance.get("background") or {}).get("busy"):
+    disturbance = result.run.disturbance if result.run is not None else None
+    if disturbance is not None and (disturbance.trials or disturbance.waited_s or disturbance.background.busy):
         for line in disturbance_words(disturbance, list_reruns=False):  # a quiet run says nothing here; the report says it was quiet
             out += _wrap(f"Interference: {line}", width)
     for audit in report.audits:

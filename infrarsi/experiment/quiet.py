@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from infrarsi.background import Background
 from infrarsi.events import Event, EventSink
+from infrarsi.records import Disturbance, Renormalization, RerunRow, TrialRow
 from infrarsi.runner.interference import QuietWait, job_cores, wait_for_quiet
 from infrarsi.trials import TrialResult, TrialStatus
 
@@ -99,21 +101,18 @@ def rerun_reason(number: int, reason: str) -> str:
     return f"rerun of trial {number} (disturbed): {reason}"
 
 
-def summary(rows: list[Any], spent_s: float, waited_s: float, background: dict[str, Any],
-            renormalized: list[dict[str, Any]]) -> dict[str, Any]:
-    """How much of the run was disturbed and what was rerun, from its trial rows (``TrialRow``);
-    ``background`` is the normal the run ended with, ``renormalized`` each time it was measured again."""
+def summary(rows: list[TrialRow], spent_s: float, waited_s: float, background: Background,
+            renormalized: list[Renormalization]) -> Disturbance:
+    """How much of the run was disturbed and what was rerun, from its trial rows; ``background`` is
+    the normal the run began with (doctor's), ``renormalized`` each time it was measured again."""
     by_number = {r.number: r for r in rows}
     disturbed = [r for r in rows if r.status == TrialStatus.DISTURBED.value]
-    reruns = []
-    for row in rows:
-        if row.rerun_of is not None:
-            of = row.rerun_of
-            reruns.append({"trial": row.number, "of": of, "kind": row.kind, "candidate": row.candidate,
-                           "status": row.status, "of_detail": by_number[of].detail if of in by_number else ""})
+    reruns = [RerunRow(trial=row.number, of=row.rerun_of, kind=row.kind, candidate=row.candidate, status=row.status,
+                       of_detail=by_number[row.rerun_of].detail if row.rerun_of in by_number else "")
+              for row in rows if row.rerun_of is not None]
     seconds = sum(r.wall_s for r in disturbed)
-    return {"trials": len(disturbed), "of_trials": len(rows), "seconds": seconds,
-            "share": seconds / spent_s if spent_s else 0.0, "reruns": reruns, "waited_s": waited_s,
-            "background": background, "max_reruns": MAX_RERUNS, "renormalized": renormalized,
-            "unresolved": [r.number for r in disturbed
-                           if r.kind != NORMAL and not any(x["of"] == r.number for x in reruns)]}
+    return Disturbance(trials=len(disturbed), of_trials=len(rows), seconds=seconds,
+                       share=seconds / spent_s if spent_s else 0.0, reruns=tuple(reruns), waited_s=waited_s,
+                       background=background, max_reruns=MAX_RERUNS, renormalized=tuple(renormalized),
+                       unresolved=tuple(r.number for r in disturbed
+                                        if r.kind != NORMAL and not any(x.of == r.number for x in reruns)))

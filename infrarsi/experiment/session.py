@@ -20,7 +20,7 @@ from infrarsi.experiment.startup import declared_startup
 from infrarsi.experiment.store import RunningTrial, TrialStore
 from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner
 from infrarsi.patches.numerics import numerics_by_design
-from infrarsi.records import DoctorReport
+from infrarsi.records import DoctorReport, Renormalization
 from infrarsi.runner.interference import idle_load, job_cores, measured_background
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths, Pair
@@ -78,7 +78,7 @@ class TrialSession:
         plan (``Rounds.sized``), and what each job interval is moderated toward."""
         self.startup_limit_s = doctor.startup_limit_s if doctor else None
         """Doctor's longest plausible start-up: verification's runs are held to it (``_args``)."""
-        self.renormalized: list[dict] = []
+        self.renormalized: list[Renormalization] = []
         """Each time the machine's normal was measured again (``_renormalize``)."""
 
     @property
@@ -160,8 +160,8 @@ class TrialSession:
         if base.status not in (TrialStatus.OK, TrialStatus.DISTURBED) or not base.step_time:
             # The normal stays doctor's; the record says why, so a rerun left disturbed is explained.
             failed = f"{base.status.value}: {base.detail.splitlines()[0] if base.detail else 'no measured step'}"
-            self.renormalized.append({"after_trial": disturbed, "trial": measured.number, "stopped": False,
-                                      "failed": failed})
+            self.renormalized.append(Renormalization(after_trial=disturbed, trial=measured.number, stopped=False,
+                                                     failed=failed))
             self.on_event(Event("run", "log", f"the machine's normal could not be measured again (trial "
                                               f"{measured.number} ended {failed}); later trials are judged as before"))
             return
@@ -171,8 +171,8 @@ class TrialSession:
             self.runner.slowdown = max(1.0, base.step_time / self.baseline_step_s)
         slowdown = self.runner.slowdown
         stopped = slowdown > quiet.MAX_SLOWDOWN
-        self.renormalized.append({"after_trial": disturbed, "trial": measured.number, "stopped": stopped,
-                                  "background": background.to_dict(), "slowdown": round(slowdown, 3)})
+        self.renormalized.append(Renormalization(after_trial=disturbed, trial=measured.number, stopped=stopped,
+                                                 background=background, slowdown=round(slowdown, 3)))
         if stopped:
             raise MachineChanged(
                 f"the machine stayed busy from trial {disturbed} on: other processes use "

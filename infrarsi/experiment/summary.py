@@ -24,7 +24,7 @@ def summarize(session: TrialSession, context: Strategy, result: RunResult, skipp
     result.bank_priors = context.bank_outcomes(history)
     result.memory_prices = context.memory_prices(history)
     result.disturbance = quiet.summary(result.trials, result.spent_s, session.runner.quiet.waited_s,
-                                       session.doctor_background.to_dict(), session.renormalized)
+                                       session.doctor_background, session.renormalized)
 
 
 def trial_row(number: int, kind: str, result: TrialResult, planned_steps: int, reason: str,

@@ -8,10 +8,12 @@ and the benchmarks read a record without importing what measured it:
 - ``doctor``: ``DoctorReport`` (``doctor.json``), ``load_doctor``/``save_doctor``, ``DoctorError``.
 - ``run``: ``RunResult`` (``run.json``) with its ``TrialRow``, ``PatchCheck``, ``PriorCheckRow``,
   ``MemoryPriceRow``, ``BankPriorRow``; ``load_run``/``save_run``.
+- ``disturbance``: ``Disturbance`` (``RunResult.disturbance``), its ``RerunRow`` and ``Renormalization``.
 - ``verdict``: ``Verdict``, re-verification's judgement of one candidate.
 - ``hardware``: ``HardwareFingerprint`` and ``PeakFlops`` (measured by ``infrarsi.hardware``).
 """
 
+from infrarsi.records.disturbance import Disturbance, Renormalization, RerunRow
 from infrarsi.records.doctor import DoctorError, DoctorReport, load_doctor, save_doctor
 from infrarsi.records.files import DOCTOR_FILE, RUN_FILE, STUDY_FILE, doctor_path, record_paths, run_path, study_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
@@ -30,8 +32,9 @@ from infrarsi.records.run import (
 from infrarsi.records.verdict import Verdict
 
 __all__ = [
-    "BankPriorRow", "DOCTOR_FILE", "DoctorError", "DoctorReport", "HardwareFingerprint", "MemoryPriceRow",
-    "PatchCheck", "PeakFlops", "PriorCheckRow", "RUN_FILE", "RunRecordError", "RunResult", "RunStatus", "STUDY_FILE", "TrialRow",
+    "BankPriorRow", "DOCTOR_FILE", "Disturbance", "DoctorError", "DoctorReport", "HardwareFingerprint", "MemoryPriceRow",
+    "PatchCheck", "PeakFlops", "PriorCheckRow", "RUN_FILE", "Renormalization", "RerunRow", "RunRecordError", "RunResult",
+    "RunStatus", "STUDY_FILE", "TrialRow",
     "Verdict", "doctor_path", "load_doctor", "load_run", "record_paths", "run_path", "save_doctor", "save_run",
     "study_path",
 ]

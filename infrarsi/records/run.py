@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.noise import PROMOTION_FLOOR
+from infrarsi.records.disturbance import Disturbance
 from infrarsi.records.files import run_path
 from infrarsi.records.verdict import Verdict
 from infrarsi.trials import TrialResult
@@ -154,9 +155,9 @@ class RunResult:
     bank_priors: list[BankPriorRow] = field(default_factory=list)
     """Each prior the experience bank contributed and what this run made of it
     (``Strategy.bank_outcomes``)."""
-    disturbance: dict[str, Any] = field(default_factory=dict)
+    disturbance: Disturbance | None = None
     """How much of the run other processes disturbed, what was rerun, how long it waited for quiet
-    (``experiment.quiet.summary``)."""
+    (``experiment.quiet.summary``); None (``{}`` in run.json) for a run that ended before its first trial."""
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +165,7 @@ class RunResult:
         data["verdicts"] = [v.to_dict() for v in self.verdicts]
         data["promoted"] = self.promoted.to_dict() if self.promoted else None
         data["baseline"] = self.baseline.to_dict() if self.baseline else None
+        data["disturbance"] = self.disturbance.to_dict() if self.disturbance else {}
         return data
 
     @classmethod
@@ -182,6 +184,7 @@ class RunResult:
         data["prior_checks"] = _rows(PriorCheckRow, data.get("prior_checks", []))
         data["memory_prices"] = _rows(MemoryPriceRow, data.get("memory_prices", []))
         data["bank_priors"] = _rows(BankPriorRow, data.get("bank_priors", []))
+        data["disturbance"] = Disturbance.from_dict(data["disturbance"]) if data.get("disturbance") else None
         return cls(**data)
 
 

@@ -114,18 +114,19 @@ def _reason(run: RunResult, contract: Contract, repo: str, verified: Verdict | N
     rerun = f"infrarsi run {repo}"
     statuses = Counter(r.status for r in run.trials)
     search = [r for r in run.trials if r.kind == "search"]
-    disturbance = run.disturbance or {}
+    disturbance = run.disturbance
     unread = _unread_knobs(contract)
     claim = (f"; {', '.join(unread)} had no role it could read and stayed fixed (`infrarsi init` with an "
              "Anthropic key lets a model claim one, which doctor's trials check)") if unread else ""
     if run.status not in (RunStatus.NO_PROMOTION, RunStatus.OK):
         return run.message, f"`{rerun}` again: the study keeps the trials it has and continues"
-    if any(again.get("stopped") for again in disturbance.get("renormalized", [])):
+    if disturbance is not None and any(again.stopped for again in disturbance.renormalized):
         return ("other work took the machine for good during the run, so it stopped without promoting",
                 f"`{rerun} --wait-for-quiet` once the machine is quiet again")
-    if statuses["disturbed"] and (disturbance.get("unresolved") or disturbance.get("share", 0.0) >= DISTURBED_SHARE):
+    if (statuses["disturbed"] and disturbance is not None
+            and (disturbance.unresolved or disturbance.share >= DISTURBED_SHARE)):
         return ((f"other processes disturbed {statuses['disturbed']} of {len(run.trials)} trials "
-                 f"({disturbance.get('share', 0.0):.0%} of the trial time)"),
+                 f"({disturbance.share:.0%} of the trial time)"),
                 f"a quieter machine: `{rerun} --wait-for-quiet`")
     if not contract.tunable and not any(c.status == "validated" for c in run.patch_checks):
         locked = [k.name for k in contract.knobs if k.role == "workload"]

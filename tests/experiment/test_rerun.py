@@ -3,6 +3,7 @@ summary reading a rerun's provenance from its field: no trial runs here."""
 
 from __future__ import annotations
 
+from infrarsi.background import Background
 from infrarsi.experiment import quiet
 from infrarsi.records import TrialRow
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
@@ -45,7 +46,7 @@ def row(number: int, status: str, rerun_of: int | None = None, reason: str = "se
 def test_the_summary_reads_what_a_rerun_repeats_from_its_field_not_its_words():
     rows = [row(1, "disturbed"), row(2, "ok", rerun_of=1, reason=quiet.rerun_reason(1, "search")),
             row(3, "disturbed"), row(4, "ok", reason=quiet.rerun_reason(3, "search"))]
-    summary = quiet.summary(rows, 8.0, 0.0, {}, [])
-    assert [(r["trial"], r["of"], r["of_detail"]) for r in summary["reruns"]] == [(2, 1, "detail 1")]
-    assert summary["unresolved"] == [3] and summary["trials"] == 2 and summary["share"] == 0.5
+    summary = quiet.summary(rows, 8.0, 0.0, Background.unmeasured(2), [])
+    assert [(r.trial, r.of, r.of_detail) for r in summary.reruns] == [(2, 1, "detail 1")]
+    assert summary.unresolved == (3,) and summary.trials == 2 and summary.share == 0.5
     assert rows[1].reason == "rerun of trial 1 (disturbed): search"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infrarsi.background import Background
 from infrarsi.cli import outcome
+from infrarsi.records import Disturbance
 from infrarsi.report import document, html, markdown
 from infrarsi.report.no_promotion import explain
 from infrarsi.stages.optimize import OptimizeResult
@@ -68,8 +70,8 @@ def test_no_candidate_measured_when_every_search_trial_ran_out_of_memory():
 
 
 def test_a_disturbed_run_points_at_the_machine():
-    disturbance = {"trials": 2, "of_trials": 4, "seconds": 20.0, "share": 0.5, "reruns": [], "unresolved": [],
-                   "background": {}, "renormalized": []}
+    disturbance = Disturbance(trials=2, of_trials=4, seconds=20.0, share=0.5, reruns=(), waited_s=0.0,
+                              background=Background.unmeasured(2), max_reruns=2, renormalized=(), unresolved=())
     why = explain(searched(row(1, "search", "ok", 155.0, micro_batch=8), row(2, "search", "disturbed", micro_batch=2),
                            row(3, "search", "disturbed", micro_batch=2), disturbance=disturbance), contract(), REPO)
     assert why.reason == "other processes disturbed 2 of 4 trials (50% of the trial time)"

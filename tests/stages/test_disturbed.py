@@ -25,6 +25,7 @@ from infrarsi.contract import load_contract
 from infrarsi.events import Event
 from infrarsi.experiment import quiet
 from infrarsi.experiment.store import TrialStore, default_storage_url
+from infrarsi.records import Renormalization, RerunRow
 from infrarsi.records.files import doctor_logs_dir
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.runner.interference import job_cores
@@ -114,11 +115,11 @@ def test_the_hogged_trial_is_disturbed_and_its_rerun_without_the_hog_is_ok(hogge
     assert rerun[0].status == "ok" or rerun[0].status == "disturbed" and len(disturbed) > 1, rows
     # Its cost counts, and the run says what was disturbed and rerun.
     d = result.disturbance
-    assert d["trials"] == len(disturbed) and d["share"] > 0
-    assert d["seconds"] == pytest.approx(sum(r.wall_s for r in disturbed))
-    assert {"trial": rerun[0].number, "of": hit.number, "kind": hit.kind, "candidate": hit.candidate,
-            "status": rerun[0].status, "of_detail": hit.detail} in d["reruns"]
-    assert len(d["reruns"]) == len(disturbed) - len(d["unresolved"])
+    assert d is not None and d.trials == len(disturbed) and d.share > 0
+    assert d.seconds == pytest.approx(sum(r.wall_s for r in disturbed))
+    assert RerunRow(trial=rerun[0].number, of=hit.number, kind=hit.kind, candidate=hit.candidate,
+                    status=rerun[0].status, of_detail=hit.detail) in d.reruns
+    assert len(d.reruns) == len(disturbed) - len(d.unresolved)
     assert sum(r.wall_s for r in disturbed) <= result.spent_s
 
 
@@ -166,17 +167,17 @@ def test_the_bank_holds_no_disturbed_finding(hogged_run):
     assert all(verdict != "disturbed" for _, verdict in runs[0].verdicts)
 
 
-def remeasured_normal(result) -> tuple[str, object, dict, object]:
+def remeasured_normal(result) -> tuple[str, object, Renormalization, object]:
     """Every trial in words (for failure messages: a string is shown whole), the trial first
     disturbed, its rerun (disturbed too), the re-measure and its trial row."""
     rows = "\n".join(str((r.number, r.kind, r.status, r.reason, r.detail)) for r in result.trials)
     first = next(r for r in result.trials if r.status == "disturbed")
     [rerun] = [r for r in result.trials if r.rerun_of == first.number]
-    assert len(result.disturbance["renormalized"]) == 1, f"{result.disturbance}\n{rows}"
-    [again] = result.disturbance["renormalized"]
-    assert rerun.status == "disturbed" and again["after_trial"] == rerun.number and not again.get("failed"), rows
-    assert again["background"]["normal_cores"] > 0.5 and again["background"]["limit_cores"] > 0.8
-    remeasured = next(r for r in result.trials if r.number == again["trial"])
+    assert len(result.disturbance.renormalized) == 1, f"{result.disturbance}\n{rows}"
+    [again] = result.disturbance.renormalized
+    assert rerun.status == "disturbed" and again.after_trial == rerun.number and again.background is not None, rows
+    assert again.background.normal_cores > 0.5 and again.background.limit_cores > 0.8
+    remeasured = next(r for r in result.trials if r.number == again.trial)
     # The baseline under the new normal, judged against the old one: disturbed, no measurement.
     assert remeasured.kind == quiet.NORMAL and remeasured.status == "disturbed", rows
     return rows, rerun, again, remeasured
@@ -185,23 +186,23 @@ def remeasured_normal(result) -> tuple[str, object, dict, object]:
 def test_a_disturbance_that_stays_far_slower_ends_the_run_without_promoting(lasting_hog_run):
     result = lasting_hog_run
     rows, rerun, again, remeasured = remeasured_normal(result)
-    assert again["stopped"] and again["slowdown"] >= 1.0
+    assert again.stopped and again.slowdown >= 1.0
     assert result.status == "no_promotion" and "stopped without promoting" in result.message, result.message
     assert "stayed busy from trial" in result.search_ended and result.promoted is None
     # Nothing ran after the re-measure; the rerun that stayed disturbed is said to be unresolved.
     assert max(r.number for r in result.trials) == remeasured.number, rows
-    assert result.disturbance["unresolved"] == [rerun.number]
+    assert result.disturbance.unresolved == (rerun.number,)
     assert any("the run stopped there" in line for line in disturbance_words(result.disturbance))
 
 
 def test_a_disturbance_that_stays_becomes_the_normal_the_rest_is_judged_by(tolerated_hog_run):
     result = tolerated_hog_run
     rows, rerun, again, remeasured = remeasured_normal(result)
-    assert not again["stopped"] and again["slowdown"] >= 1.0
+    assert not again.stopped and again.slowdown >= 1.0
     first = next(r for r in result.trials if r.status == "disturbed")
     [last] = [r for r in result.trials if r.rerun_of == rerun.number]
     assert last.number > remeasured.number and last.status == "ok" and last.candidate == first.candidate, rows
-    assert result.disturbance["unresolved"] == [] and any("measured again" in line for line in disturbance_words(result.disturbance))
+    assert result.disturbance.unresolved == () and any("measured again" in line for line in disturbance_words(result.disturbance))
 
 
 def test_doctor_reruns_a_run_after_the_baseline_runs_that_others_disturbed(tmp_path, monkeypatch):
