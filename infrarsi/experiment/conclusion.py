@@ -3,50 +3,41 @@ once per round however many workers share the study (``SharedRound.conclude``)."
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from infrarsi.events import Event
+from infrarsi.experiment.concluded import Conclusion
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.startup import declared_startup
+from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.patches.diff_patch import LLM_PREFIX
-from infrarsi.records import RunResult, RunStatus, Verdict
+from infrarsi.records import RunStatus
 from infrarsi.search.history import believable_gain
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import TARGET_GAIN, Rounds, best_promoted, interleave
 
 
-def conclude(session: TrialSession, context: Strategy, result: RunResult) -> None:
+def conclude(session: TrialSession, context: Strategy) -> Conclusion:
     """Verification, once for the round: here, or read from the worker that did it."""
-
-    def verify_here() -> dict[str, Any]:
-        verify(session, context, result)
-        return {"status": result.status, "message": result.message,
-                "verdicts": [v.to_dict() for v in result.verdicts],
-                "promoted": result.promoted.to_dict() if result.promoted else None}
-
-    elsewhere = session.round.conclude(
-        verify_here, wait_limit_s=(session.timeout_s or 600.0) + session.store.grace_s() + 60.0)
+    concluded, elsewhere = session.round.conclude(
+        lambda: verify(session, context),
+        wait_limit_s=(session.timeout_s or 600.0) + session.store.grace_s() + 60.0)
     if elsewhere is None:
         session.verified_here = True
-        return
-    number, data = elsewhere
-    result.status = RunStatus(data["status"])
-    result.message = f"verified by another worker (study trial {number}): {data['message']}"
-    result.verdicts = [Verdict.from_dict(v) for v in data["verdicts"]]
-    result.promoted = Verdict.from_dict(data["promoted"]) if data["promoted"] else None
+        return concluded
+    return replace(concluded, message=f"verified by another worker (study trial {elsewhere}): {concluded.message}")
 
 
-def verify(session: TrialSession, context: Strategy, result: RunResult) -> None:
-    """The contract's ``[verify]`` candidates against the baseline; the verdicts and the promoted one into ``result``."""
+def verify(session: TrialSession, context: Strategy) -> Conclusion:
+    """The contract's ``[verify]`` candidates against the baseline: the verdicts and the promoted one."""
     contract = session.contract
     policy = contract.verify_policy
     history, baseline = session.store.history(), context.baseline()
     top = context.to_verify(history, policy.candidates)
     if not top:
-        result.status = RunStatus.NO_PROMOTION
-        result.message = "no candidate ranked ahead of the baseline or measured faster than it to verify"
-        return
+        return Conclusion(RunStatus.NO_PROMOTION,
+                          "no candidate ranked ahead of the baseline or measured faster than it to verify")
 
     def run_one(cand: Candidate, _round: int, steps: int) -> TrialResult:
         out = session.execute(cand, "verification", reason=f"re-verification, {steps} steps", steps=steps)
@@ -56,24 +47,24 @@ def verify(session: TrialSession, context: Strategy, result: RunResult) -> None:
     # Doctor's baseline pair is a round already measured, unless the machine's normal changed since.
     reference = () if session.renormalized else session.reference
     gain = believable_gain(history, top, baseline, contract.workload.planned_steps, context.min_speedup)
-    rounds = Rounds.sized(policy, session.spread_prior, result.promotion_floor, arms=len(top),
+    rounds = Rounds.sized(policy, session.spread_prior, PROMOTION_FLOOR, arms=len(top),
                           reference=len(reference), gain=gain)
     measured = (f" (the search measured {gain * context.min_speedup:.2f}x; its noise floor is "
                 f"{context.min_speedup:.3f})") if gain else ""
     session.on_event(Event("run", "log", f"verification plans {rounds.least}-{rounds.most} rounds of {len(top)} "
                                          f"candidate(s), sized for a {max(gain or 0.0, TARGET_GAIN):.2f}x gain{measured}"))
-    result.verdicts, _ = interleave(
+    verdicts, _ = interleave(
         top, baseline, run_one,
-        rounds=rounds, lengths=session.lengths, floor=result.promotion_floor,
+        rounds=rounds, lengths=session.lengths, floor=PROMOTION_FLOOR,
         compare_steps=contract.loss.compare_steps,
         declared_startup=lambda cand: declared_startup(contract, cand),
         untrusted=lambda cand: any(p.startswith(LLM_PREFIX) for p in cand.patches), reference=reference,
         prior=session.spread_prior)
-    result.promoted = best_promoted(result.verdicts)
-    if result.promoted:
-        speedup = result.promoted.job_speedup
-        assert speedup is not None  # a verdict is promoted on its whole-process speed-up
-        result.message = f"promoted: {speedup[0]:.2f}x faster (95% CI low {speedup[1]:.2f}x)"
-    else:
-        result.status = RunStatus.NO_PROMOTION
-        result.message = "no candidate cleared the promotion floor in re-verification"
+    promoted = best_promoted(verdicts)
+    if promoted is None:
+        return Conclusion(RunStatus.NO_PROMOTION, "no candidate cleared the promotion floor in re-verification",
+                          tuple(verdicts))
+    speedup = promoted.job_speedup
+    assert speedup is not None  # a verdict is promoted on its whole-process speed-up
+    return Conclusion(RunStatus.OK, f"promoted: {speedup[0]:.2f}x faster (95% CI low {speedup[1]:.2f}x)",
+                      tuple(verdicts), promoted)

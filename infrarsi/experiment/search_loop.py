@@ -4,11 +4,12 @@ the budget or the strategy ends it. Every trial goes through the session (experi
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.shared_round import MEASURING, WAIT_POLL_S
 from infrarsi.experiment.startup import cannot_pay_back
-from infrarsi.records import PatchCheck, RunResult
+from infrarsi.records import PatchCheck
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
@@ -30,49 +31,79 @@ class SearchStopped(Exception):
     """The search cannot go on (the baseline fails); reported as the run's status, not raised to the user."""
 
 
-def search(session: TrialSession, context: Strategy, patch_names: list[str], result: RunResult) -> None:
-    """The baseline, the patches' validation and the search, into ``result`` (baseline, patch
-    checks, what ended the search)."""
-    contract = session.contract
-    baseline = context.baseline()
-    measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
-    base = measured[0] if measured else session.once(baseline, "baseline", reason="baseline")
-    if not base.ok:
-        raise SearchStopped(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
-    result.baseline = base
-    session.use_baseline(base)
-    result.patch_checks = validate_patches(session, base, patch_names)
-    validated = [c.name for c in result.patch_checks if c.status == "validated"]
-    space = SearchSpace.from_contract(contract, validated)
-    context.prepare(space, patch_names)
-    given_up = 0
-    while True:
-        result.search_ended = session.budget_spent()
-        if result.search_ended:
-            break
-        history = session.store.history()
-        abort = abort_bound(history, result.noise_floor)
-        # What other workers are running now is taken: shown to the sampler as tried (a status
-        # that teaches the models nothing), so two workers asking at once get different answers.
-        running = session.store.running_candidates(MEASURING)
-        proposal = context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in running])
-        if proposal is None:
-            if running:  # the rest of the space is running elsewhere: it may still fail and be retried
-                time.sleep(WAIT_POLL_S)
-                session.store.fail_stale()
-                continue
-            result.search_ended = context.stop_reason
-            break
-        # Two workers can still ask in the same instant: the later-numbered trial gives way (a
-        # sampler that repeats measured candidates means it: its proposal never gives way).
-        exclusive = () if context.repeats else MEASURING
-        if session.execute(proposal.candidate, "search", abort_step_time=abort, reason=proposal.reason,
-                           exclusive=exclusive) is None:
-            given_up += 1
-            if given_up > 20:
-                raise SearchStopped("gave way to other workers 20 times in a row: the study's running trials look inconsistent")
-        else:
-            given_up = 0
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """What the search measured and why it ended. A search cut short (a failed baseline, Ctrl-C, a
+    machine that changed) has what it got to: no baseline before one was measured, no patch checks
+    before the patches were validated, no reason it ended."""
+
+    baseline: TrialResult | None = None
+    patch_checks: tuple[PatchCheck, ...] = ()
+    """Each patch validated alone on the baseline (or skipped: it cannot pay back its start-up)."""
+    ended: str = ""
+    """Why it stopped asking for trials: its budget, or nothing left worth a trial."""
+
+
+class Search:
+    """One run's search. ``outcome`` is what it found so far: all of it once ``run`` returns, and
+    what there is when the search is cut short, which the run's record still holds."""
+
+    def __init__(self, session: TrialSession, context: Strategy, patch_names: list[str], *,
+                 noise_floor: float) -> None:
+        """``noise_floor``: doctor's one-run floor, which widens the abort bound (``abort_bound``)."""
+        self.session = session
+        self.context = context
+        self.patch_names = patch_names
+        self.noise_floor = noise_floor
+        self.outcome = SearchOutcome()
+
+    def run(self) -> SearchOutcome:
+        """The baseline, the patches' validation, then the strategy's proposals."""
+        session, context = self.session, self.context
+        measured = [s.result for s in session.store.trials(("baseline",)) if s.result.ok]
+        base = measured[0] if measured else session.once(context.baseline(), "baseline", reason="baseline")
+        if not base.ok:
+            raise SearchStopped(f"the baseline itself ended {base.status.value}: {base.detail[-300:]}")
+        self.outcome = SearchOutcome(baseline=base)
+        session.use_baseline(base)
+        checks = validate_patches(session, base, self.patch_names)
+        self.outcome = replace(self.outcome, patch_checks=tuple(checks))
+        validated = [c.name for c in checks if c.status == "validated"]
+        context.prepare(SearchSpace.from_contract(session.contract, validated), self.patch_names)
+        self.outcome = replace(self.outcome, ended=self._proposals())
+        return self.outcome
+
+    def _proposals(self) -> str:
+        """Trials of the strategy's proposals until the budget or the strategy ends the search: why it ended."""
+        session, context = self.session, self.context
+        given_up = 0
+        while True:
+            ended = session.budget_spent()
+            if ended:
+                return ended
+            history = session.store.history()
+            abort = abort_bound(history, self.noise_floor)
+            # What other workers are running now is taken: shown to the sampler as tried (a status
+            # that teaches the models nothing), so two workers asking at once get different answers.
+            running = session.store.running_candidates(MEASURING)
+            proposal = context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in running])
+            if proposal is None:
+                if running:  # the rest of the space is running elsewhere: it may still fail and be retried
+                    time.sleep(WAIT_POLL_S)
+                    session.store.fail_stale()
+                    continue
+                return context.stop_reason
+            # Two workers can still ask in the same instant: the later-numbered trial gives way (a
+            # sampler that repeats measured candidates means it: its proposal never gives way).
+            exclusive = () if context.repeats else MEASURING
+            if session.execute(proposal.candidate, "search", abort_step_time=abort, reason=proposal.reason,
+                               exclusive=exclusive) is None:
+                given_up += 1
+                if given_up > 20:
+                    raise SearchStopped("gave way to other workers 20 times in a row: the study's running trials "
+                                        "look inconsistent")
+            else:
+                given_up = 0
 
 
 def validate_patches(session: TrialSession, baseline: TrialResult, names: list[str]) -> list[PatchCheck]:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
+from infrarsi.experiment.concluded import Conclusion
 from infrarsi.experiment.store import State, TrialRecord, TrialStore
 from infrarsi.trials import Candidate, TrialResult
 
@@ -66,10 +66,10 @@ class SharedRound:
             if result is not None:
                 return result
 
-    def conclude(self, verify: Callable[[], dict[str, Any]], *, wait_limit_s: float) -> tuple[int, dict[str, Any]] | None:
-        """Verification, once for the round. Here (None returned): after the measuring trials other
-        workers are running end (or ``wait_limit_s`` passes), ``verify()``'s outcome is stored on
-        this worker's claim. Elsewhere: the winning claim's number and outcome."""
+    def conclude(self, verify: Callable[[], Conclusion], *, wait_limit_s: float) -> tuple[Conclusion, int | None]:
+        """Verification, once for the round, and who did it. Here (None beside the conclusion): after
+        the measuring trials other workers are running end (or ``wait_limit_s`` passes), ``verify()``'s
+        conclusion is stored on this worker's claim. Elsewhere: the winning claim's conclusion and number."""
         store = self.store
         while True:
             claim = store.marker(CLAIM, round_from=self.first_number)
@@ -84,7 +84,7 @@ class SharedRound:
                     store.close(claim, State.FAIL)
                     raise
                 store.settle(claim, outcome)
-                return None
+                return outcome, None
             store.defer(claim, winner.number)
             elsewhere = self._wait_for_outcome()
             if elsewhere is not None:
@@ -99,14 +99,14 @@ class SharedRound:
                 return
             time.sleep(WAIT_POLL_S)
 
-    def _wait_for_outcome(self) -> tuple[int, dict[str, Any]] | None:
-        """The winning claim's outcome; None when no standing claim is left (its worker died)."""
+    def _wait_for_outcome(self) -> tuple[Conclusion, int] | None:
+        """The winning claim's outcome and number; None when no standing claim is left (its worker died)."""
         while True:
             self.store.fail_stale()
             standing = self.claims()
-            done = [(r.number, r.outcome) for r in standing if r.outcome is not None]
+            done = [(r.outcome, r.number) for r in standing if r.outcome is not None]
             if done:
-                return min(done, key=lambda d: d[0])
+                return min(done, key=lambda d: d[1])
             if not standing:
                 return None
             time.sleep(WAIT_POLL_S)

@@ -32,6 +32,7 @@ from optuna.trial import TrialState
 
 from infrarsi.contract import Contract
 from infrarsi.experiment import optuna_adapter as adapter
+from infrarsi.experiment.concluded import Conclusion
 from infrarsi.records.files import study_path
 from infrarsi.study_codec import distributions, from_params, outcome, to_params
 from infrarsi.trials import Candidate, TrialResult
@@ -167,7 +168,8 @@ class TrialRecord:
     """None: a marker (a claim), which has no params."""
     result: TrialResult | None
     duplicate_of: int | None
-    outcome: dict[str, Any] | None
+    outcome: Conclusion | None
+    """A claim that won its round: what its verification concluded."""
     deferred_to: int | None
 
 
@@ -247,12 +249,13 @@ class TrialStore:
     @staticmethod
     def _record(t: optuna.trial.FrozenTrial) -> TrialRecord:
         attrs = t.user_attrs
-        data = attrs.get(RESULT_ATTR)
+        data, concluded = attrs.get(RESULT_ATTR), attrs.get(OUTCOME_ATTR)
         return TrialRecord(
             number=t.number, kind=attrs.get(KIND_ATTR, "search"), state=State[t.state.name],
             candidate=from_params(t.params) if t.params else None,
             result=TrialResult.from_dict(data) if data is not None else None,
-            duplicate_of=attrs.get(DUPLICATE_ATTR), outcome=attrs.get(OUTCOME_ATTR),
+            duplicate_of=attrs.get(DUPLICATE_ATTR),
+            outcome=Conclusion.from_dict(concluded) if concluded is not None else None,
             deferred_to=attrs.get(DEFERRED_ATTR),
         )
 
@@ -287,9 +290,9 @@ class TrialStore:
         """End a trial that carries no result (a claim, a deferral) in ``state``."""
         self.study.tell(trial.optuna_trial, state=TrialState[state.name])
 
-    def settle(self, claim: RunningTrial, outcome: dict[str, Any]) -> None:
-        """End the claim that won its round, the verification's ``outcome`` stored on it."""
-        claim.optuna_trial.set_user_attr(OUTCOME_ATTR, outcome)
+    def settle(self, claim: RunningTrial, conclusion: Conclusion) -> None:
+        """End the claim that won its round, the verification's ``conclusion`` stored on it."""
+        claim.optuna_trial.set_user_attr(OUTCOME_ATTR, conclusion.to_dict())
         self.close(claim, State.PRUNED)
 
     def defer(self, claim: RunningTrial, winner: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from infrarsi import patches as patch_library
 from infrarsi.bank.experience import Experience
 from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
+from infrarsi.experiment.concluded import Conclusion
 from infrarsi.experiment.conclusion import conclude
-from infrarsi.experiment.search_loop import SearchStopped, search
+from infrarsi.experiment.run_record import RunStart, run_record
+from infrarsi.experiment.search_loop import Search, SearchOutcome, SearchStopped
 from infrarsi.experiment.session import MachineChanged, TrialSession
 from infrarsi.experiment.store import TrialStore, default_storage_url, hide_password
 from infrarsi.experiment.summary import summarize
@@ -31,7 +34,7 @@ from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.project import Project
 from infrarsi.records import DoctorError, PatchCheck, RunResult, RunStatus, save_run
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
-from infrarsi.search.strategy import SAMPLERS, make_strategy
+from infrarsi.search.strategy import SAMPLERS, Strategy, make_strategy
 
 
 def _applicable_patches(repo: Path, contract: Contract, llm: LLMConfig, *, goal: str = "faster",
@@ -121,34 +124,17 @@ def run(
         return RunResult(status=RunStatus.ERROR, message=f"the study storage {shown_url} cannot be opened: "
                                                  f"{_without(why, storage_url, shown_url)}", sandbox=mode_words(sandbox))
     store.fail_stale()
-    result = RunResult(status=RunStatus.OK, message="", run_id=new_run_id(), sampler=sampler, storage_url=shown_url,
-                       study_name=store.study.study_name, started=dt.datetime.now().isoformat(timespec="seconds"),
-                       noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source,
-                       sandbox=mode_words(sandbox))
+    start = RunStart(run_id=new_run_id(), started=dt.datetime.now().isoformat(timespec="seconds"), sampler=sampler,
+                     storage_url=shown_url, study_name=store.study.study_name, sandbox=mode_words(sandbox),
+                     noise_floor=doctor.noise.min_speedup, priors_source=context.priors_source, skipped=tuple(skipped))
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     session = TrialSession(repo, contract, store, deadline=deadline, max_trials=trials, on_event=on_event,
                            sandbox=sandbox, doctor=doctor, baseline=context.baseline(), wait_for_quiet=wait_for_quiet)
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
-    try:
-        session.wait_for_quiet("before the first trial")
-        search(session, context, patch_names, result)
-        if verify:
-            conclude(session, context, result)
-        else:
-            result.status, result.message = RunStatus.SEARCHED, f"search ended ({result.search_ended}); not re-verified"
-    except SearchStopped as stop:
-        result.status = RunStatus.ERROR
-        result.message = str(stop)
-    except MachineChanged as changed:
-        result.status = RunStatus.NO_PROMOTION
-        result.search_ended = result.search_ended or str(changed)
-        result.message = (f"stopped without promoting: {changed}. Every trial is kept in the study: run again when "
-                          f"the machine is quiet (--wait-for-quiet SECONDS waits for it)")
-    except KeyboardInterrupt:
-        result.status = RunStatus.INTERRUPTED
-        result.message = "interrupted: every finished trial is kept in the study; run again to continue"
-    summarize(session, context, result, skipped)
+    search = Search(session, context, patch_names, noise_floor=start.noise_floor)
+    searched, concluded = _search_and_conclude(session, context, search, verify)
+    result = run_record(start, searched, concluded, summarize(session, context))
     save_run(result, repo)
     if (experience is not None and context.space is not None  # the search began: there are findings
             and result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here):  # one worker per round records them
@@ -157,3 +143,24 @@ def run(
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
 
+
+def _search_and_conclude(session: TrialSession, context: Strategy, search: Search,
+                         verify: bool) -> tuple[SearchOutcome, Conclusion]:
+    """The search and how the run ends: re-verified (``verify``), or the search alone. A search cut
+    short (a failed baseline, a machine that changed, Ctrl-C) ends with what it found so far."""
+    try:
+        session.wait_for_quiet("before the first trial")
+        searched = search.run()
+        if not verify:
+            return searched, Conclusion(RunStatus.SEARCHED, f"search ended ({searched.ended}); not re-verified")
+        return searched, conclude(session, context)
+    except SearchStopped as stop:
+        return search.outcome, Conclusion(RunStatus.ERROR, str(stop))
+    except MachineChanged as changed:  # during the search it is why the search ended; after, the search's own reason stands
+        return (replace(search.outcome, ended=search.outcome.ended or str(changed)),
+                Conclusion(RunStatus.NO_PROMOTION,
+                           f"stopped without promoting: {changed}. Every trial is kept in the study: run again when "
+                           f"the machine is quiet (--wait-for-quiet SECONDS waits for it)"))
+    except KeyboardInterrupt:
+        return search.outcome, Conclusion(RunStatus.INTERRUPTED,
+                                          "interrupted: every finished trial is kept in the study; run again to continue")
