@@ -47,8 +47,3 @@ def create_running_trial(study: optuna.Study, template: optuna.trial.FrozenTrial
     """A RUNNING trial with ``template``'s params and attributes, created in one storage call."""
     new_id = storage_of(study).create_new_trial(study_id(study), template_trial=template)
     return optuna.Trial(study, new_id)
-
-
-def trial_by_number(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
-    storage = storage_of(study)
-    return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id(study), number))

@@ -279,9 +279,6 @@ class TrialStore:
         trial.optuna_trial.set_user_attr(DUPLICATE_ATTR, duplicate_of)
         self.study.tell(trial.optuna_trial, state=TrialState.FAIL)
 
-    def get(self, number: int) -> optuna.trial.FrozenTrial:
-        return adapter.trial_by_number(self.study, number)
-
     def grace_s(self) -> float:
         """How long a running trial may go without a heartbeat before it is failed as stale."""
         return grace_period_s(adapter.storage_of(self.study))

@@ -29,7 +29,7 @@ def test_the_private_names_the_adapter_uses_still_work(tmp_path):
 
     trial = adapter.create_running_trial(study, _template(compile=True))
     assert trial.params == {"compile": True} and trial.user_attrs == {"kind": "search"}
-    frozen = adapter.trial_by_number(study, trial.number)
+    frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
     assert frozen.state is TrialState.RUNNING and frozen._trial_id == adapter.trial_id(trial)
 
     adapter.storage_of(study).record_heartbeat(adapter.trial_id(trial))
