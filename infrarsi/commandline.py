@@ -12,6 +12,7 @@ one), ``torchrun [opts] script.py …`` (also ``python -m torch.distributed.run`
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -157,7 +158,7 @@ OVERRIDE = re.compile(r"\+{0,2}[A-Za-z_]\w*(\.\w+)*=")
 ``+key=`` / ``++key=`` add or force one."""
 
 
-def script_settings(args: list[str], bare: set[str] = frozenset()) -> list[Arg]:
+def script_settings(args: list[str], bare: Container[str] = frozenset()) -> list[Arg]:
     """The script arguments as flags with values and positionals.
 
     ``bare``: flags known to take no value (store_true and the like); any other ``--flag`` takes

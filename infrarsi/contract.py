@@ -13,9 +13,14 @@ import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import tomli_w
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Section = TypeVar("_Section", bound="DataclassInstance")
 
 SCHEMA_VERSION = 1
 STATE_DIR = ".infrarsi"
@@ -217,9 +222,9 @@ class Workload:
         for key, value in self.env.items():
             if not isinstance(value, str) or not key or "=" in key:
                 raise ContractError(f"workload.env.{key}", "must map a variable name to a string")
-        for key, value in self.overrides.items():
-            if not isinstance(value, (bool, int, float, str)):
-                raise ContractError(f"workload.overrides.{key}", f"must be a bool, int, float or str, got {value!r}")
+        for key, override in self.overrides.items():
+            if not isinstance(override, (bool, int, float, str)):
+                raise ContractError(f"workload.overrides.{key}", f"must be a bool, int, float or str, got {override!r}")
         if self.knob_style not in ("argparse", "globals", "dataclass", "nested", "click", "typer", "fire"):
             raise ContractError("workload.knob_style", f"unknown style {self.knob_style!r}")
         for name in ("measured_steps", "planned_steps"):
@@ -338,7 +343,7 @@ class VerifyPolicy:
 
 
 # The owner's tables: edited by hand, so outside the hash, and kept when init writes a new contract.
-POLICY_TABLES: dict[str, type] = {"sandbox": SandboxPolicy, "verify": VerifyPolicy}
+POLICY_TABLES: dict[str, type[SandboxPolicy | VerifyPolicy]] = {"sandbox": SandboxPolicy, "verify": VerifyPolicy}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -460,7 +465,16 @@ def _section(data: dict, name: str, path: Path) -> dict:
     return value
 
 
-def _build(cls, data: dict, prefix: str, path: Path):
+def _policy(data: dict[str, Any], name: str, cls: type[_Section], path: Path) -> _Section | None:
+    """The ``name`` table of POLICY_TABLES, None where the file has none."""
+    if name not in data:
+        return None
+    policy_data = _section(data, name, path)
+    _check_types(name, policy_data, path)
+    return _build(cls, policy_data, name, path)
+
+
+def _build(cls: type[_Section], data: dict[str, Any], prefix: str, path: Path) -> _Section:
     names = {f for f in cls.__dataclass_fields__}
     unknown = set(data) - names
     if unknown:
@@ -476,7 +490,7 @@ def _build(cls, data: dict, prefix: str, path: Path):
 
 
 _VALUE = (bool, int, float, str)
-_TYPES = {
+_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "workload": {"entry": str, "command": list, "cwd": str, "launcher": str, "knob_style": str, "args": dict,
                  "module": str, "command_from": str, "env": dict, "overrides": dict, "notes": list,
                  "tokens_per_step": int, "seq_len": int, "global_batch": int, "seed": int,
@@ -492,7 +506,7 @@ _TYPES = {
     "verify": {"candidates": int, "least_rounds": int, "most_rounds": int},
 }
 # What the items of a list field (or the values of a table field) must be.
-_ITEMS = {
+_ITEMS: dict[str, type | tuple[type, ...]] = {
     "workload.command": str, "workload.args": _VALUE, "loss.reference": (int, float), "scope.editable": str,
     "scope.functions": str, "scope.locked": str, "knob.domain": _VALUE, "workload.env": str, "sandbox.read_only": str,
 }
@@ -577,12 +591,8 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
         _check_types("knob", k, path, f"knobs[{i}]")
         _check_knob_values(i, k, path)
     knobs = [_build(Knob, k, f"knobs[{i}]", path) for i, k in enumerate(knobs_data)]
-    policies = {}
-    for name, cls in POLICY_TABLES.items():
-        if name in data:
-            policy_data = _section(data, name, path)
-            _check_types(name, policy_data, path)
-            policies[name] = _build(cls, policy_data, name, path)
+    sandbox = _policy(data, "sandbox", SandboxPolicy, path)
+    verify = _policy(data, "verify", VerifyPolicy, path)
     if not isinstance(data.get("base_commit", ""), str):
         raise ContractError("base_commit", f"has type {type(data['base_commit']).__name__}", path)
     contract = Contract(
@@ -592,7 +602,8 @@ def load_contract(repo: Path, *, check_hash: bool = True) -> Contract:
         scope=_build(Scope, sections["scope"], "scope", path),
         knobs=knobs,
         base_commit=data.get("base_commit", ""),
-        **policies,
+        sandbox=sandbox,
+        verify=verify,
     )
     _check_paths(contract, repo, path)
     # The file's own fields, as written: a field a later InfraRSI added (read as its default) is no edit.

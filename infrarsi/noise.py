@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import NamedTuple
@@ -279,7 +280,7 @@ class LossSpread:
 
 
 def loss_tolerance(
-    repeats: list[list[float]], compare_steps: int, reassociated: list[list[float]] = ()
+    repeats: list[list[float]], compare_steps: int, reassociated: Sequence[list[float]] = ()
 ) -> LossSpread:
     """Reference losses and tolerances from same-seed repeats and runs that only reorder float sums."""
     if not repeats:

@@ -38,6 +38,8 @@ import resource
 import sys
 import time
 from collections.abc import Iterator
+from types import ModuleType
+from typing import Any, TextIO
 
 ENV_FILE = "INFRARSI_PROBE_FILE"
 ENV_RECORDS = "INFRARSI_RECORDS"
@@ -45,12 +47,13 @@ ENV_RECORDS = "INFRARSI_RECORDS"
 LAUNCHER_MODULE = "_infrarsi_launcher"
 PHASES = ("data", "forward", "backward", "optimizer", "communication")
 
-_out = None
+_out: TextIO | None = None
 _step = 0
-_last = None
+_last: float | None = None
 _phases: dict[str, float] = {}
-_pending: list[tuple[str, object, object]] = []
-"""CUDA phases of the current step not yet read: (name, start event, end event)."""
+_pending: list[tuple[str, Any, Any]] = []
+"""CUDA phases of the current step not yet read: (name, start event, end event), events of whatever
+torch the job imported."""
 
 
 def _path() -> str | None:
@@ -62,14 +65,14 @@ def _path() -> str | None:
     return base
 
 
-def _launcher():
+def _launcher() -> ModuleType | None:
     """The launcher observing this process, when a trial loaded one."""
     if not os.environ.get(ENV_RECORDS):
         return None
     return sys.modules.get(LAUNCHER_MODULE)
 
 
-def _open():
+def _open() -> ModuleType | TextIO | None:
     """Open the output on first use; None when the probe is off."""
     global _out, _last
     if _out is None:
@@ -88,11 +91,11 @@ def _open():
     return _out
 
 
-def _emit(record: dict) -> None:
+def _emit(record: dict[str, Any]) -> None:
     out = _open()
     if out is None:
         return
-    if out is _launcher():
+    if isinstance(out, ModuleType):
         # The launcher's records say "kind"; its step records are its own, the probe's are "probe".
         kind = record.pop("event")
         out.send({"kind": "probe" if kind == "step" else kind, **record})
@@ -155,7 +158,7 @@ def phase(name: str) -> Iterator[None]:
         _phases[name] = _phases.get(name, 0.0) + time.perf_counter() - began
 
 
-def _cuda():
+def _cuda() -> Any:
     """``torch.cuda`` when this process already uses a GPU (the probe never initialises one)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -182,8 +185,9 @@ def step(*, loss: float, tokens: int) -> None:
     if out is None:
         return
     _read_pending()
-    record = {"event": "step", "step": _step, "loss": float(loss), "tokens": int(tokens), "phases": _phases}
-    if out is not _launcher():  # a bare run times itself; in a trial only InfraRSI's clock does
+    record: dict[str, Any] = {"event": "step", "step": _step, "loss": float(loss), "tokens": int(tokens), "phases": _phases}
+    if not isinstance(out, ModuleType):  # a bare run times itself; in a trial only InfraRSI's clock does
+        assert _last is not None  # set when the file was opened
         record["dt"] = time.perf_counter() - _last
     _emit(record)
     _step += 1

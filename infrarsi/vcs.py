@@ -39,6 +39,8 @@ def locate(path: Path) -> GitPlace | None:
         repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
+    if repo.working_tree_dir is None:  # a bare repository checks nothing out, so it holds no path
+        return None
     root = Path(repo.working_tree_dir).resolve()
     prefix = path.relative_to(root).as_posix()
     return GitPlace(repo, root, "" if prefix == "." else prefix)
@@ -71,7 +73,7 @@ def author(repo: git.Repo) -> git.Actor:
     reader = repo.config_reader()
     name = reader.get_value("user", "name", default="")
     email = reader.get_value("user", "email", default="")
-    return git.Actor(name, email) if name and email else FALLBACK_AUTHOR
+    return git.Actor(str(name), str(email)) if name and email else FALLBACK_AUTHOR
 
 
 @contextlib.contextmanager
@@ -107,7 +109,7 @@ def commit_hooks(repo: git.Repo) -> list[str]:
     """The commit hooks git will run for ``repo`` (its hooks folder or ``core.hooksPath``)."""
     folder = Path(repo.git.rev_parse("--git-path", "hooks"))
     if not folder.is_absolute():
-        folder = Path(repo.working_tree_dir) / folder
+        folder = Path(repo.working_dir) / folder  # where git ran, so where its relative answer starts
     return [name for name in COMMIT_HOOKS if (folder / name).is_file() and os.access(folder / name, os.X_OK)]
 
 

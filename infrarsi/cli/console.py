@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from infrarsi.events import clock
+from infrarsi.events import Event, clock
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 console = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
@@ -43,7 +46,7 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def _readable(event, started: float | None) -> str:
+def _readable(event: Event, started: float | None) -> str:
     """A finished trial as ``trial 3 of 20, 1 min 40 s: ok, 412 ms a step (micro_batch=8)``."""
     data = event.data
     if event.stage != "run" or "status" not in data or not event.total:
@@ -68,7 +71,7 @@ class ProgressSink:
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=stderr, transient=True, disable=not stderr.is_terminal,
         )
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.run_started: float | None = None
 
     def __enter__(self) -> ProgressSink:
@@ -78,7 +81,7 @@ class ProgressSink:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def __call__(self, event) -> None:
+    def __call__(self, event: Event) -> None:
         if event.stage == "trial":
             return
         task = self.tasks.get(event.stage)

@@ -10,6 +10,7 @@ A name the catalog does not know gets role ``unknown`` and stays at its default.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infrarsi import batch
@@ -169,7 +170,7 @@ _DEGREES = ("tensor_parallel", "pipeline_parallel", "expert_parallel")
 _VIRTUAL_STAGES = (1, 2, 4)
 
 
-def _with_default(values: list[KnobValue], default: KnobValue) -> list[KnobValue]:
+def _with_default(values: Sequence[KnobValue], default: KnobValue) -> list[KnobValue]:
     out = list(dict.fromkeys([*values, default]))
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in out):
         out.sort()

@@ -8,7 +8,9 @@ functions of the script and of the repo modules it imports.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -32,7 +34,7 @@ class Loop:
         return self.kind != "none"
 
 
-def is_main_guard(stmt: cst.CSTNode) -> bool:
+def is_main_guard(stmt: cst.CSTNode) -> TypeGuard[cst.If]:
     if not isinstance(stmt, cst.If) or not isinstance(stmt.test, cst.Comparison):
         return False
     sides = [stmt.test.left, *(c.comparator for c in stmt.test.comparisons)]
@@ -41,7 +43,7 @@ def is_main_guard(stmt: cst.CSTNode) -> bool:
     return "__name__" in names and "__main__" in strings
 
 
-def _own_nodes(node: cst.CSTNode):
+def _own_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes under ``node`` that run with it: nested function and class bodies left out."""
     yield node
     for child in node.children:
@@ -81,7 +83,7 @@ class _Graph:
                     self.functions[stmt.name.value] = (f, stmt)
         self.trainers = {f.rel: _trainer_names(f.module) for f in files}
 
-    def direct(self, f: ParsedFile, nodes: list[cst.CSTNode]) -> tuple[str, str, str] | None:
+    def direct(self, f: ParsedFile, nodes: Sequence[cst.CSTNode]) -> tuple[str, str, str] | None:
         """(kind, call text, file:line) of a backward or trainer call among ``nodes``' own code."""
         for top in nodes:
             for node in _own_nodes(top):
@@ -104,7 +106,7 @@ class _Graph:
                         return "trainer", f"{head}.{attr}() ({_library(f.module)})", f.where(node)
         return None
 
-    def calls(self, nodes: list[cst.CSTNode]) -> list[str]:
+    def calls(self, nodes: Sequence[cst.CSTNode]) -> list[str]:
         """The files' functions these nodes call: by name, through an imported module
         (``train.train_and_evaluate(…)``), or handed to a runner that calls them (``app.run(main)``,
         ``fire.Fire(main)``, ``mp.spawn(train, …)``, ``Process(target=train)``)."""
@@ -122,8 +124,8 @@ class _Graph:
                 names += [a.value.value for a in node.args if isinstance(a.value, cst.Name)]
         return [n for n in dict.fromkeys(names) if n in self.functions]
 
-    def reach(self, name: str, seen: set[str]) -> list[tuple[str, str]] | None:
-        """Chain [(function, file:line)…, (call, file:line)] from ``name`` to a loop call."""
+    def reach(self, name: str, seen: set[str]) -> list[tuple[str, ...]] | None:
+        """Chain [(function, file:line)…, (kind, call, file:line)] from ``name`` to a loop call."""
         if name in seen:
             return None
         seen.add(name)
@@ -139,7 +141,7 @@ class _Graph:
         return None
 
 
-def _describe(origin: str, chain: list) -> Loop:
+def _describe(origin: str, chain: list[tuple[str, ...]]) -> Loop:
     *functions, (kind, call, where) = chain
     path = " → ".join(f"{name} ({at})" for name, at in functions)
     what = "runs the loop" if kind == "trainer" else "calls"
@@ -152,7 +154,7 @@ def origin_text(origin: str) -> str:
             "main_guard": "behind the __main__ guard:"}[origin]
 
 
-def find_loop(entry: tuple[str, MetadataWrapper], imported: list[tuple[str, MetadataWrapper]] = ()) -> Loop:
+def find_loop(entry: tuple[str, MetadataWrapper], imported: Sequence[tuple[str, MetadataWrapper]] = ()) -> Loop:
     """The loop the entry script reaches when it is run, and how."""
     files = [ParsedFile(*entry), *(ParsedFile(*i) for i in imported)]
     graph = _Graph(files)

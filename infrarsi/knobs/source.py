@@ -7,6 +7,7 @@ syntax-error positions) and libcst (for everything else).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,7 @@ _FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lam
 
 def _fold(node: ast.AST) -> int | float:
     """The value of arithmetic on int and float literals; ValueError for anything else."""
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _fold(node.operand)
@@ -160,7 +161,7 @@ def local_imports(repo: Path, rel: str, module: cst.Module) -> list[LocalImport]
     return out
 
 
-def walk(node: cst.CSTNode):
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under ``node``, depth first, ``node`` included."""
     yield node
     for child in node.children:

@@ -32,7 +32,7 @@ class RecordChannel:
         self.path = Path(path)
         self._answer = answer
         os.mkfifo(self.path, 0o600)
-        self._fd = os.open(self.path, os.O_RDWR)
+        self._fd: int | None = os.open(self.path, os.O_RDWR)
         self._lock = threading.Lock()
         self._arrivals: list[Arrival] = []
         self._taken = 0
@@ -42,13 +42,16 @@ class RecordChannel:
     def _read(self) -> None:
         partial = b""
         while True:
+            fd = self._fd
+            if fd is None:  # closed while this thread was still reading
+                return
             try:
-                data = os.read(self._fd, 1 << 16)
+                data = os.read(fd, 1 << 16)
             except OSError:
                 return
             at = time.monotonic()
             *lines, partial = (partial + data).split(b"\n")
-            parsed = []
+            parsed: list[Arrival] = []
             for line in lines:
                 if line + b"\n" == _CLOSE:
                     self._add(parsed)

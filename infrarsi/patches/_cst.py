@@ -95,11 +95,11 @@ def functional_prefix(module: cst.Module) -> str:
                 for alias in small.names:
                     full = f"{source}.{dotted(alias.name)}"
                     if full == "torch.nn.functional":
-                        return alias.asname.name.value if alias.asname else alias.name.value
+                        return alias.evaluated_alias or alias.evaluated_name
             if isinstance(small, cst.Import):
                 for alias in small.names:
-                    if dotted(alias.name) == "torch.nn.functional" and alias.asname:
-                        return alias.asname.name.value
+                    if dotted(alias.name) == "torch.nn.functional" and (asname := alias.evaluated_alias):
+                        return asname
     return "torch.nn.functional"
 
 
@@ -110,7 +110,7 @@ def imports_name(module: cst.Module, name: str) -> bool:
             for small in stmt.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
                     for alias in small.names:
-                        bound = alias.asname.name if alias.asname else alias.name
+                        bound: cst.BaseExpression = alias.asname.name if alias.asname else alias.name
                         if isinstance(bound, cst.Attribute):
                             bound = bound.value
                             while isinstance(bound, cst.Attribute):

@@ -10,6 +10,8 @@ contract :class:`Knob` so the search and ``infrarsi apply`` can set it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import libcst as cst
 
 from infrarsi.contract import Knob
@@ -18,7 +20,7 @@ from infrarsi.patches._cst import after_imports, dotted
 NOTE = "added by InfraRSI"
 
 
-def _top_calls(module: cst.Module):
+def _top_calls(module: cst.Module) -> Iterator[tuple[int, str | None, cst.Call]]:
     """``(index, call)`` for every top-level ``name = call(...)`` / ``call(...)`` statement."""
     for i, stmt in enumerate(module.body):
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
@@ -83,7 +85,7 @@ def add_gate(module: cst.Module, path: str, name: str, role: str, help: str) -> 
     return module.with_changes(body=body), name, knob, index
 
 
-def _line_of(module: cst.Module, body: list[cst.BaseStatement], index: int) -> int:
+def _line_of(module: cst.Module, body: Sequence[cst.BaseStatement], index: int) -> int:
     """1-based line of ``body[index]`` in ``module`` with ``body`` (its first code line)."""
     before = module.with_changes(body=body[:index]).code
     leading = sum(1 for _ in getattr(body[index], "leading_lines", ()))

@@ -238,7 +238,7 @@ class _Reader(cst.CSTVisitor):
         self.module = module
         self.found: list[Finding] = []
         self.flow: list[str] = []
-        self.loops: list[cst.CSTNode] = []
+        self.loops: list[cst.For | cst.While] = []
         self.called: set[int] = set()
         """ids of the nodes called as functions: ``getattr`` as a value is refused, a call is judged."""
 
@@ -303,7 +303,7 @@ class _Reader(cst.CSTVisitor):
         return node.value if isinstance(node, cst.Name) else ""
 
     def _chain_names(self, node: cst.BaseExpression) -> list[str]:
-        out = []
+        out: list[str] = []
         while True:
             if isinstance(node, cst.Name):
                 return out + [node.value]
@@ -553,7 +553,7 @@ class _Reader(cst.CSTVisitor):
             self.add("reflection", node)  # getattr(f, "__globals__"), attrgetter("__closure__")
 
 
-def _trains(loop: cst.CSTNode) -> bool:
+def _trains(loop: cst.For | cst.While) -> bool:
     """Whether a loop's body calls backward(), an optimizer step or the probe."""
 
     class _Find(cst.CSTVisitor):

@@ -10,9 +10,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from infrarsi import noise
 from infrarsi.background import Background
 from infrarsi.contract import KnobValue
+from infrarsi.noise import LossSpread, SpreadPrior, StepNoise
 from infrarsi.records.files import doctor_path
 from infrarsi.records.hardware import HardwareFingerprint, PeakFlops
 
@@ -130,10 +130,10 @@ class DoctorReport:
     """The contract's digest after doctor wrote the reference losses into it."""
     hardware: HardwareFingerprint
     runs: list[BaselineRun]
-    noise: noise.StepNoise
+    noise: StepNoise
     phases: PhaseSplit
     memory: MemoryUse
-    losses: noise.LossSpread
+    losses: LossSpread
     reorder: ReorderRun | None
     efficiency: Efficiency
     param_checksum: list[float] | None = None
@@ -183,10 +183,10 @@ class DoctorReport:
         return len(self.runs)
 
     @property
-    def spread_prior(self) -> noise.SpreadPrior | None:
+    def spread_prior(self) -> SpreadPrior | None:
         """``round_cv`` as the prior verification's intervals are moderated toward, believed as
         many degrees of freedom as the baseline runs it came from less one."""
-        return noise.SpreadPrior(cv=self.round_cv, df=max(0, self.noise.runs - 1)) if self.round_cv else None
+        return SpreadPrior(cv=self.round_cv, df=max(0, self.noise.runs - 1)) if self.round_cv else None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -210,10 +210,10 @@ class DoctorReport:
             contract_hash=data["contract_hash"],
             hardware=HardwareFingerprint.from_dict(data["hardware"]),
             runs=[BaselineRun(**r) for r in data["runs"]],
-            noise=noise.StepNoise.from_dict(data["noise"]),
+            noise=StepNoise.from_dict(data["noise"]),
             phases=PhaseSplit(**phases),
             memory=MemoryUse(**memory),
-            losses=noise.LossSpread.from_dict(data["losses"]),
+            losses=LossSpread.from_dict(data["losses"]),
             reorder=ReorderRun(**data["reorder"]) if data.get("reorder") else None,
             efficiency=Efficiency(**eff),
             param_checksum=data.get("param_checksum"),

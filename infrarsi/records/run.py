@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from infrarsi.noise import PROMOTION_FLOOR
 from infrarsi.records.disturbance import Disturbance
@@ -119,7 +119,10 @@ class BankPriorRow:
     outcome: str
 
 
-def _rows(cls, items: list) -> list:
+_Row = TypeVar("_Row")
+
+
+def _rows(cls: type[_Row], items: list[Any]) -> list[_Row]:
     return [item if isinstance(item, cls) else cls(**item) for item in items]
 
 

@@ -45,11 +45,10 @@ def _counts(values: list[str]) -> str:
 
 
 def _best_verified(run: RunResult, contract: Contract) -> tuple[Verdict, str] | None:
-    judged = [v for v in run.verdicts if v.job_speedup is not None]
+    judged = [(v, v.job_speedup) for v in run.verdicts if v.job_speedup is not None]
     if not judged:
         return None
-    best = max(judged, key=lambda v: v.job_speedup[0])
-    point, low, high = best.job_speedup
+    best, (point, low, high) = max(judged, key=lambda judged_one: judged_one[1][0])
     return best, (f"Best measured: {describe(best.candidate, contract)}, {point:.3f}x the baseline's speed "
                   f"[{low:.3f}, {high:.3f}] (95% CI over {len(best.cand_job_s)} interleaved rounds; promotion "
                   f"needs the low end above {run.promotion_floor:.3f}x): {best.reason}")
@@ -58,12 +57,12 @@ def _best_verified(run: RunResult, contract: Contract) -> tuple[Verdict, str] | 
 def _best_searched(run: RunResult, contract: Contract) -> str | None:
     base_key = run.baseline.candidate.key() if run.baseline else None
     bases = [r.job_s for r in run.trials if r.kind == "baseline" and r.status == "ok" and r.job_s]
-    measured = [r for r in run.trials if r.kind in MEASURED_KINDS and r.status == "ok" and r.job_s
+    measured = [(r, r.job_s) for r in run.trials if r.kind in MEASURED_KINDS and r.status == "ok" and r.job_s
                 and Candidate.from_dict(r.candidate).key() != base_key]
     if not measured or not bases:
         return None
-    best = min(measured, key=lambda r: r.job_s)
-    point = statistics.median(bases) / best.job_s
+    best, best_s = min(measured, key=lambda trial: trial[1])
+    point = statistics.median(bases) / best_s
     # One run against one run: doctor's floor is the 95% bound of such a ratio's noise.
     floor = max(run.noise_floor, 1.0)
     return (f"Best measured: {describe(Candidate.from_dict(best.candidate), contract)}, {point:.3f}x the baseline's "
@@ -142,9 +141,9 @@ def _reason(run: RunResult, contract: Contract, repo: str, verified: Verdict | N
                 else f"the failed trials' last lines in `infrarsi report {repo}` (Every trial)")
         failed = _counts([r.status for r in search if r.status != "ok"])
         return f"no candidate ran to the end: {failed or 'every search trial ran the baseline settings'}", hint
-    if verified is not None:
-        low = verified.job_speedup[1]
-        if low <= run.promotion_floor and verified.job_speedup[2] > run.promotion_floor:
+    if verified is not None and verified.job_speedup is not None:  # always: _best_verified picks a judged one
+        _, low, high = verified.job_speedup
+        if low <= run.promotion_floor and high > run.promotion_floor:
             return undecided(verified, run.promotion_floor, expected_cv, rerun)
         return verified.reason, f"its row in `infrarsi report {repo}` (Re-verified candidates)"
     if run.search_ended.startswith(("the budget", "the time budget")):

@@ -388,6 +388,7 @@ class TrialInterference:
         bad = [i for i in self.disturbed_steps() if i >= self.measured_from or len(self.steps) <= self.measured_from]
         if measured and len(bad) >= max(1, DISTURBED_SHARE * len(measured)):
             worst = self.steps[bad[len(bad) // 2]]
+            assert worst is not None  # disturbed_steps lists only steps with a window
             return f"{len(bad)} of {len(measured)} measured steps disturbed (e.g. step {bad[len(bad) // 2]}: {worst.why(self.limits)})"
         return ""
 

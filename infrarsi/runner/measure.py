@@ -22,6 +22,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from infrarsi.launcher.channel import Arrival
 from infrarsi.launcher.streams import StepStreams, stream_of
@@ -139,8 +140,8 @@ class StepFeed:
             report.exit_device = str(exited[0].exit.get("device", ""))
             if streams[0].exit:
                 report.params_pids = [streams[0].pid, *(s.pid for s in streams[1:] if s.exit.get("params"))]
-        flops = [self._flops(s) for s in streams]
-        if flops and None not in flops:
+        flops = [f for f in (self._flops(s) for s in streams) if f is not None]
+        if flops and len(flops) == len(streams):
             report.flops_per_step = sum(flops)
         if report.steps:
             starts = [s.start.at for s in streams if s.start is not None]
@@ -239,10 +240,10 @@ class StepFeed:
 
 def _clock_problem(steps: list[Step]) -> str:
     """Whether the job-side stamps tell another story than InfraRSI's clock over the whole run."""
-    timed = [s for s in steps if s.job_dt is not None]
+    timed = [(s.dt, s.job_dt) for s in steps if s.job_dt is not None]
     if not timed:
         return ""
-    ours, theirs = sum(s.dt for s in timed), sum(s.job_dt for s in timed)
+    ours, theirs = sum(dt for dt, _ in timed), sum(job_dt for _, job_dt in timed)
     if abs(ours - theirs) > max(CLOCK_TOLERANCE * ours, CLOCK_FLOOR_S):
         return (f"the job's clock disagrees with InfraRSI's: its records say {len(timed)} steps took "
                 f"{theirs:.3f} s, InfraRSI saw them arrive over {ours:.3f} s")
@@ -255,7 +256,7 @@ def _stamp(arrival: Arrival) -> float | None:
     return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
 
 
-def _number(value) -> float:
+def _number(value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):

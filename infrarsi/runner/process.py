@@ -23,8 +23,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 import psutil
 
@@ -158,7 +160,7 @@ class TrialProcess:
             os.killpg(self.pid, signal.SIGKILL)
         _await_death([p for p in members if p.pid != self.pid], timeout=5)
 
-    def _signal_all(self, sig: signal.Signals, skip: set[int] = frozenset()) -> None:
+    def _signal_all(self, sig: signal.Signals, skip: Container[int] = frozenset()) -> None:
         for pid, proc in list(self._known.items()):
             if pid in skip:
                 continue
@@ -197,7 +199,7 @@ def interrupt_guard(on_interrupt: Callable[[], None]) -> Iterator[None]:
         yield
         return
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> NoReturn:
         on_interrupt()
         raise KeyboardInterrupt(signal.Signals(signum).name)
 

@@ -81,7 +81,8 @@ class GP:
                        (math.log(PAIR_SCALE_BOUNDS[0]), math.log(PAIR_SCALE_BOUNDS[1]))]
         self.hyper = replace(hyper, noise=max(hyper.noise, noise_floor**2))
 
-    def _neg_lml(self, theta: np.ndarray, y: np.ndarray, lin: np.ndarray, dist: np.ndarray, pairs: np.ndarray):
+    def _neg_lml(self, theta: np.ndarray, y: np.ndarray, lin: np.ndarray, dist: np.ndarray, pairs: np.ndarray
+                 ) -> tuple[float, np.ndarray]:
         """Negative log marginal likelihood plus s's prior, and its gradient in ``theta`` (logs)."""
         a, length, n, s = np.exp(theta)
         rbf = a * np.exp(-dist / (2 * length * length))

@@ -45,7 +45,7 @@ def dim_prices(space: SearchSpace, effect: np.ndarray, indicator: np.ndarray) ->
 
 def dim_codes(space: SearchSpace, indicator: np.ndarray) -> np.ndarray:
     """A code per row and dimension, equal exactly when the rows hold the same settings there."""
-    weights = np.random.default_rng(0).uniform(1.0, 2.0, indicator.shape[1])
+    weights = np.random.default_rng(0).uniform(1.0, 2.0, int(indicator.shape[1]))
     return indicator @ (dim_membership(space) * weights[:, None])
 
 

@@ -72,8 +72,10 @@ def judge(key: str, quantity: str, prior: Prior, observed: float, observed_sd: f
     return PriorCheck(key, quantity, prior, observed, observed_sd, n_with, bool(hit))
 
 
-def contradicts(mean, sd, observed, observed_sd, n_with, n_without, *, noise_cv: float | None = None):
-    """The rule of this module, elementwise on arrays or on scalars. ``noise_cv``: doctor's
+def contradicts(mean: float | np.ndarray, sd: float | np.ndarray, observed: float | np.ndarray,
+                observed_sd: float | np.ndarray, n_with: int | np.ndarray, n_without: int | np.ndarray, *,
+                noise_cv: float | None = None) -> np.ndarray:
+    """The rule of this module, elementwise on arrays or on scalars (then a numpy bool). ``noise_cv``: doctor's
     run-to-run CV when it measured one (the baseline then needs one trial of support, not two)."""
     z = np.abs(observed - mean) / np.hypot(sd, observed_sd)
     bar = np.where(np.asarray(n_with) >= MIN_SUPPORT, Z_BAND, SINGLE_TRIAL_Z)

@@ -46,7 +46,7 @@ class Column:
 
     @property
     def name(self) -> str:
-        return setting_key(self.dim, self.value) if self.kind == "onehot" else self.dim
+        return setting_key(self.dim, self.value) if self.kind == "onehot" and self.value is not None else self.dim
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,8 +346,9 @@ class SearchSpace:
             matches = [c for c in self._group if c.get(name) == value]
             if not matches:
                 return None
-            knobs.update(min(matches, key=lambda combo: sum(combo[k] != candidate.knobs[k]
-                                                            for k in combo if k != self.derived)))
+            nearest = min(matches, key=lambda combo: sum(combo[k] != candidate.knobs[k]
+                                                         for k in combo if k != self.derived))
+            knobs.update(nearest)
         patches = {p for p in candidate.patches if self._gate_holds(p, knobs)}
         cand = self._make(knobs, patches)
         return cand if self.is_valid(cand) else None

@@ -75,11 +75,11 @@ class TimeData:
 
 
 def time_data(space: SearchSpace, history: list[TrialResult]) -> TimeData:
-    rows = [t for t in history if t.step_time and (t.ok or t.status in _CENSORED)]
+    rows = [(t, t.step_time) for t in history if t.step_time and (t.ok or t.status in _CENSORED)]
     return TimeData(
-        space.indicator([t.candidate for t in rows]),
-        np.array([math.log(t.step_time) for t in rows]),
-        np.array([not t.ok for t in rows], dtype=bool),
+        space.indicator([t.candidate for t, _ in rows]),
+        np.array([math.log(step_time) for _, step_time in rows]),
+        np.array([not t.ok for t, _ in rows], dtype=bool),
     )
 
 
