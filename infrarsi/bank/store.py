@@ -27,10 +27,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
-from sqlalchemy import Engine, create_engine, delete, event, exc, inspect, select, text
+from sqlalchemy import CursorResult, Delete, Engine, create_engine, delete, event, exc, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import selectinload, sessionmaker
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.orm import QueryableAttribute, Session, selectinload, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from infrarsi.bank.schema import ADDED_COLUMNS, Base, BestRow, EffectRow, RunRow, VerdictRow
 from infrarsi.bank.signature import WorkloadSignature
@@ -215,7 +218,7 @@ def _engine(url: str) -> Engine:
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_connection, _record) -> None:
+    def _pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         # WAL: readers never block the writer and writers queue on the busy timeout.
@@ -299,6 +302,12 @@ def _pool(pairs: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     return sum(w * m for w, (m, _) in zip(weights, pairs, strict=True)) / total, max(total**-0.5, MIN_SD)
 
 
+def _deleted(session: Session, statement: Delete) -> int:
+    """How many rows ``statement`` deleted: a DML statement's result is a CursorResult, which
+    Session.execute's declared Result does not say."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount
+
+
 def _clip(mean: float, sd: float) -> tuple[float, float]:
     return max(-MAX_ABS_LOG, min(MAX_ABS_LOG, mean)), max(BASELINE_SD, min(MAX_SD, sd))
 
@@ -352,7 +361,7 @@ class ExperienceBank:
 
     # ---------------------------------------------------------------- reading
 
-    def _runs(self, signature: WorkloadSignature, *relations) -> list[tuple[RunRow, float]]:
+    def _runs(self, signature: WorkloadSignature, *relations: QueryableAttribute[Any]) -> list[tuple[RunRow, float]]:
         """Runs of workloads at least MIN_SIMILARITY alike, with their similarity."""
         with self._session() as session:
             runs = session.scalars(select(RunRow).options(*(selectinload(r) for r in relations))).all()
@@ -437,14 +446,18 @@ class ExperienceBank:
         widen = (0.0 if same else OTHER_HARDWARE_SD) ** 2 + (OTHER_WORKLOAD_SD * (1 - sim)) ** 2
         ages = [(now - _aware(item.run.recorded_at)).total_seconds() / 86400 for item in items]
         rebased = [item.row.prior_log is not None and expected is not None for item in items]
-        time_mean, time_sd = _pool([
-            (item.row.time_log - item.row.prior_log + expected if moved else item.row.time_log,
+        pooled = _pool([
+            (item.row.time_log - item.row.prior_log + expected
+             if item.row.prior_log is not None and expected is not None else item.row.time_log,
              finding_sd(item.row.time_log, item.row.time_sd, item.row.n, item.row.noise_cv, age))
-            for item, age, moved in zip(items, ages, rebased, strict=True)])
+            for item, age in zip(items, ages, strict=True)])
+        assert pooled is not None  # items holds at least the closest finding
+        time_mean, time_sd = pooled
         # Memory is near-deterministic per run; only the run's shift and age widen it.
         mem = _pool([(item.row.mem_log, math.sqrt(max(item.row.mem_sd, MIN_SD) ** 2 + RUN_SD**2
                                                   + (AGE_SD_PER_YEAR * max(age, 0.0) / 365.25) ** 2))
-                     for item, age in zip(items, ages, strict=True) if item.row.mem_log is not None])
+                     for item, age in zip(items, ages, strict=True)
+                     if item.row.mem_log is not None and item.row.mem_sd is not None])  # set together or not at all
         # Memory never measured here: no effect expected, and no confidence either.
         mem_mean, mem_sd = mem if mem is not None else (0.0, 1.0)
         time_mean, time_sd = _clip(time_mean, math.sqrt(time_sd**2 + widen))
@@ -493,19 +506,18 @@ class ExperienceBank:
         with self._session.begin() as session:
             if finding is not None:
                 where = EffectRow.id == int(finding) if finding.isdigit() else EffectRow.key == finding
-                effects = session.execute(delete(EffectRow).where(where)).rowcount
+                effects = _deleted(session, delete(EffectRow).where(where))
                 verdicts = 0
                 if finding.startswith(PATCH_PREFIX):
-                    verdicts = session.execute(
-                        delete(VerdictRow).where(VerdictRow.patch == Setting.parse(finding).name)).rowcount
+                    verdicts = _deleted(session, delete(VerdictRow).where(VerdictRow.patch == Setting.parse(finding).name))
                 return Forgotten(runs=0, effects=effects, verdicts=verdicts, best=0)
             if run_id is not None:
                 ids = [run_id]
             else:
+                assert before is not None  # exactly one of the three, checked above
                 cut = _aware(before)
                 ids = [r.id for r in session.scalars(select(RunRow)).all() if _aware(r.recorded_at) < cut]
             # Children first: SQLite enforces the cascade only with its foreign-key pragma on.
-            counts = [session.execute(delete(t).where(t.run_id.in_(ids))).rowcount
-                      for t in (EffectRow, VerdictRow, BestRow)]
-            runs = session.execute(delete(RunRow).where(RunRow.id.in_(ids))).rowcount
+            counts = [_deleted(session, delete(t).where(t.run_id.in_(ids))) for t in (EffectRow, VerdictRow, BestRow)]
+            runs = _deleted(session, delete(RunRow).where(RunRow.id.in_(ids)))
         return Forgotten(runs=runs, effects=counts[0], verdicts=counts[1], best=counts[2])

@@ -119,7 +119,7 @@ def _knob(r: ParsedFile, name: str, declared: str, default: cst.BaseExpression |
 
 
 def _switch(r: ParsedFile, name: str, decl: str, default: cst.BaseExpression | None, *, help_text: str,
-            where: str, receiver: str):
+            where: str, receiver: str) -> RawKnob:
     """A boolean switch: ``--x/--no-x`` (bool_optional) or a lone ``--x`` that only turns it on."""
     on, _, off = decl.partition("/")
     on, off = on.strip(), off.strip()
@@ -165,7 +165,7 @@ def _click_command_name(fn: cst.FunctionDef, call: cst.Call | None) -> str:
     return head if sep and suffix in ("command", "cmd", "group", "grp") else name
 
 
-def _click_option(r: ParsedFile, fn: CliCommand, call: cst.Call):
+def _click_option(r: ParsedFile, fn: CliCommand, call: cst.Call) -> RawKnob:
     decls = [s for a in call.args if a.keyword is None and (s := string_literal(a.value)) is not None]
     kw = _keywords(call)
     name = _click_name(decls)
@@ -247,7 +247,7 @@ def _annotation(node: cst.Annotation | None) -> tuple[str, cst.Call | None]:
     return TYPES.get(dotted(ann), ""), None
 
 
-def _typer_param(r: ParsedFile, fn: CliCommand, param: cst.Param):
+def _typer_param(r: ParsedFile, fn: CliCommand, param: cst.Param) -> RawKnob:
     name = param.name.value
     declared, marker = _annotation(param.annotation)
     default = param.default

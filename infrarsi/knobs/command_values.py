@@ -79,6 +79,7 @@ def apply_command(repo: Path, cwd: str, found: Discovery, command: Command) -> C
             out.set_by[knob.name] = "the command"
             continue
         declared = knobs.get(name) or skipped.get(name)
+        assert declared is not None  # by_flag names found knobs only, each kept in one of the two
         if name in skipped and skipped[name].note not in _REVIVABLE:
             continue
         value = _value_for(declared, arg, found.style)
@@ -163,15 +164,14 @@ def _value_for(knob: RawKnob, arg: Arg, style: str) -> KnobValue:
     if style == "globals":
         value = _literal(arg.value)  # the configurator reads values with literal_eval, else as a string
     else:
-        value = _typed(knob, arg)
+        value = _typed(knob, arg, arg.value)
     if knob.choices and value not in knob.choices:
         raise DiscoveryError(f"the command sets {arg.flag} to {arg.value!r}, not one of its choices "
                              f"{list(knob.choices)}{where}")
     return value
 
 
-def _typed(knob: RawKnob, arg: Arg) -> KnobValue:
-    text = arg.value
+def _typed(knob: RawKnob, arg: Arg, text: str) -> KnobValue:
     kind = knob.type or "str"
     try:
         if kind == "int":

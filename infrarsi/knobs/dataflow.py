@@ -20,6 +20,7 @@ its role. Nothing is imported or run.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -69,7 +70,7 @@ _KEYWORD_OPS = {
 LOADER_KEYWORDS = {"num_workers": "dataloader_workers", "pin_memory": "dataloader_pin_memory",
                    "prefetch_factor": "dataloader_prefetch", "persistent_workers": "dataloader_persistent"}
 """DataLoader keywords that change how fast the data arrives, never what it is, by role."""
-_BINARY = {cst.DivideAssign: cst.Divide, cst.FloorDivideAssign: cst.FloorDivide, cst.MultiplyAssign: cst.Multiply,
+_BINARY: dict[type[cst.BaseAugOp], Callable[[], cst.BaseBinaryOp]] = {cst.DivideAssign: cst.Divide, cst.FloorDivideAssign: cst.FloorDivide, cst.MultiplyAssign: cst.Multiply,
            cst.SubtractAssign: cst.Subtract}
 _SPEED_KEYWORDS = {*_KEYWORD_OPS, *LOADER_KEYWORDS, "mode", "backend"}
 _TORCH_DTYPES = {"float32", "float16", "bfloat16", "float", "half", "float64", "double"}
@@ -195,7 +196,7 @@ class _Builder:
 
     # --- index ---------------------------------------------------------------------------
 
-    def _index(self, f: ParsedFile, body, prefix: str, in_class: bool) -> None:
+    def _index(self, f: ParsedFile, body: Sequence[cst.CSTNode], prefix: str, in_class: bool) -> None:
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
                 qual = f"{prefix}{stmt.name.value}"
@@ -259,7 +260,7 @@ class _Builder:
             return self._call_refs(node, func)
         if isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return set()
-        out: set[Ref] = set()
+        out = set()
         for child in node.children:
             if isinstance(child, cst.CSTNode):
                 out |= self.refs(child, func)
@@ -290,11 +291,11 @@ class _Builder:
 
     # --- statements ----------------------------------------------------------------------
 
-    def _block(self, body, func: str, loops: tuple) -> None:
+    def _block(self, body: Sequence[cst.CSTNode], func: str, loops: tuple[cst.For | cst.While, ...]) -> None:
         for stmt in body:
             self._stmt(stmt, func, loops)
 
-    def _stmt(self, stmt: cst.CSTNode, func: str, loops: tuple) -> None:
+    def _stmt(self, stmt: cst.CSTNode, func: str, loops: tuple[cst.For | cst.While, ...]) -> None:
         if isinstance(stmt, cst.FunctionDef):
             qual = f"{func}.{stmt.name.value}" if func else stmt.name.value
             qual = self._qual_of(stmt) or qual
@@ -318,7 +319,8 @@ class _Builder:
                     self._block(other.body.body, func, loops)
             return
         if isinstance(stmt, cst.For):
-            it, target = stmt.iter, stmt.target
+            it: cst.BaseExpression = stmt.iter
+            target: cst.BaseExpression = stmt.target
             if isinstance(it, cst.Call) and dotted(it.func) == "enumerate" and isinstance(target, cst.Tuple) \
                     and len(target.elements) == 2 and it.args:
                 target = target.elements[1].value  # the counter carries no value of the data
@@ -466,7 +468,7 @@ class _Builder:
 
     # --- sinks ---------------------------------------------------------------------------
 
-    def _sink(self, kind: str, node: cst.CSTNode, refs: set[Ref], constants: tuple = ()) -> None:
+    def _sink(self, kind: str, node: cst.CSTNode, refs: set[Ref], constants: tuple[int | str, ...] = ()) -> None:
         if refs:
             self.g.sinks.append(Sink(kind, self.file.where(node), frozenset(refs), constants))
 
@@ -559,14 +561,14 @@ class _Builder:
             for p in pos:
                 self._sink("batch", call, self.refs(p, func))
 
-    def _shape(self, call: cst.Call, short: str, pos, kw, func: str) -> None:
+    def _shape(self, call: cst.Call, short: str, pos: list[cst.BaseExpression], kw: dict[str, cst.BaseExpression],
+               func: str) -> None:
         if short == "randint":
             size = kw.get("size") or (pos[2] if len(pos) >= 3 else pos[1] if len(pos) == 2 else None)
             bounds = [p for p in pos if p is not size]
             for b in bounds:
                 self._sink("workload:data", call, self.refs(b, func))
-            dims = list(size.elements) if isinstance(size, (cst.Tuple, cst.List)) else []
-            dims = [d.value for d in dims]
+            dims = [d.value for d in size.elements] if isinstance(size, (cst.Tuple, cst.List)) else []
         else:
             dims = pos
             if len(pos) == 1 and isinstance(pos[0], (cst.Tuple, cst.List)):
@@ -580,7 +582,8 @@ class _Builder:
         for d in dims[1:]:
             self._sink("workload:model", call, self.refs(d, func))
 
-    def _loader(self, call: cst.Call, kw, pos, stars, func: str) -> None:
+    def _loader(self, call: cst.Call, kw: dict[str, cst.BaseExpression], pos: list[cst.BaseExpression],
+                stars: list[cst.Name], func: str) -> None:
         keys: dict[str, set[Ref]] = {k: self.refs(v, func) for k, v in kw.items()}
         for star in stars:
             for sym in list(self._dict_symbols(func, star.value)):
@@ -596,7 +599,7 @@ class _Builder:
             elif key in _LOADER_DATA_KW:
                 self._sink("workload:data", call, refs)
 
-    def _dict_symbols(self, func: str, name: str):
+    def _dict_symbols(self, func: str, name: str) -> Iterator[tuple[str, str]]:
         """(key, symbol) for every key the graph knows of dict ``name`` in ``func``."""
         prefix = f"k:{self.file.rel}:{func}:{name}:"
         known = {dst for targets in self.g.edges.values() for dst, _, _ in targets}
@@ -638,7 +641,8 @@ class _Builder:
                 return f.node
         return None
 
-    def _bind(self, short: str, call: cst.Call, pos, kw, stars, func: str) -> None:
+    def _bind(self, short: str, call: cst.Call, pos: list[cst.BaseExpression], kw: dict[str, cst.BaseExpression],
+              stars: list[cst.Name], func: str) -> None:
         """Arguments of a call to the job's own function or class flow into its parameters."""
         targets: list[tuple[str, str, tuple[str, ...]]] = []
         for f in self.functions.get(short, ()):
@@ -665,7 +669,8 @@ class _Builder:
                     for r in self.refs(value, func):
                         self.g.add_edge(r, f"n:{file}:{qual}:{key}")
 
-    def _guard(self, test: cst.BaseExpression, node: cst.CSTNode, func: str, body=None) -> None:
+    def _guard(self, test: cst.BaseExpression, node: cst.CSTNode, func: str,
+               body: tuple[cst.CSTNode, ...] | None = None) -> None:
         """A condition acts through what it guards: a speed switch, logging, or the workload."""
         refs = self.refs(test, func)
         if not refs:
@@ -773,7 +778,7 @@ def _size_args(call: cst.Call, short: str) -> list[cst.Arg]:
     return []
 
 
-def _walk_unguarded(node: cst.CSTNode):
+def _walk_unguarded(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``walk`` that does not enter nested ``if`` statements: they are guards of their own."""
     yield node
     for child in node.children:
@@ -798,7 +803,7 @@ def _assigned_names(func: cst.FunctionDef) -> set[str]:
     return out
 
 
-def _branches(node: cst.CSTNode) -> tuple:
+def _branches(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     if isinstance(node, cst.If):
         out = [node.body]
         if node.orelse is not None and not isinstance(node.orelse, cst.If):
@@ -813,7 +818,7 @@ def _is_modulo(test: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in walk(test))
 
 
-def _compared_constants(test: cst.CSTNode):
+def _compared_constants(test: cst.CSTNode) -> Iterator[int | str]:
     for n in walk(test):
         if isinstance(n, cst.Comparison):
             for side in [n.left, *(c.comparator for c in n.comparisons)]:

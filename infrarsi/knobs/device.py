@@ -10,7 +10,9 @@ with no knob to say otherwise (an unconditional ``assert torch.cuda.is_available
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -83,9 +85,9 @@ def module_device_knob(rel: str, wrapper: MetadataWrapper) -> Knob | None:
 # ---------------------------------------------------------------- CUDA required with no knob
 
 
-def _unconditional(body) -> list[cst.BaseSmallStatement]:
+def _unconditional(body: Sequence[cst.CSTNode]) -> list[cst.BaseSmallStatement]:
     """Small statements that run whenever ``body`` runs: under no if or try."""
-    out = []
+    out: list[cst.BaseSmallStatement] = []
     for stmt in body:
         if isinstance(stmt, cst.SimpleStatementLine):
             out.extend(stmt.body)
@@ -94,7 +96,7 @@ def _unconditional(body) -> list[cst.BaseSmallStatement]:
     return out
 
 
-def _plain_nodes(node: cst.CSTNode):
+def _plain_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and its children, not descending into conditional expressions or lambdas."""
     yield node
     for child in node.children:
@@ -103,7 +105,7 @@ def _plain_nodes(node: cst.CSTNode):
         yield from _plain_nodes(child)
 
 
-def _cuda_literal(node: cst.BaseExpression) -> bool:
+def _cuda_literal(node: cst.BaseExpression) -> TypeGuard[cst.SimpleString]:
     return isinstance(node, cst.SimpleString) and str(node.evaluated_value).startswith("cuda")
 
 
@@ -132,7 +134,7 @@ def require_no_cuda(rel: str, wrapper: MetadataWrapper, machine: str) -> None:
     positions = wrapper.resolve(PositionProvider)
     functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
     pending = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef)) and not is_main_guard(s)]
-    bodies = [pending] + [list(s.body.body) for s in module.body if is_main_guard(s)]
+    bodies: list[Sequence[cst.CSTNode]] = [pending] + [list(s.body.body) for s in module.body if is_main_guard(s)]
     seen: set[str] = set()
     while bodies:
         body = bodies.pop(0)

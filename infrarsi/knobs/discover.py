@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -69,7 +70,7 @@ def argparse_dest(call: cst.Call) -> tuple[str, str]:
     return dest, flag
 
 
-def _is_add_argument(node: cst.CSTNode) -> bool:
+def _is_add_argument(node: cst.CSTNode) -> TypeGuard[cst.Call]:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"
 
 
@@ -84,13 +85,14 @@ def _read_add_argument(r: ParsedFile, call: cst.Call) -> RawKnob:
         return RawKnob(dest, "", None, source=where, note="positional argument: the workload command must supply it")
     if action in ("store_true", "store_false", "BooleanOptionalAction"):
         style = {"store_true": "store_true", "store_false": "store_false"}.get(action, "bool_optional")
-        default: object = action == "store_false"
+        switch = action == "store_false"
         if "default" in kw:
-            ok, default = r.literal(kw["default"])
-            if not ok or not isinstance(default, bool):
+            ok, given = r.literal(kw["default"])
+            if not ok or not isinstance(given, bool):
                 return RawKnob(dest, "bool", None, flag=flag, source=where, help=help_text,
                                note="boolean flag whose default is not True/False")
-        return RawKnob(dest, "bool", default, help=help_text, flag=flag, flag_style=style, source=where)
+            switch = given
+        return RawKnob(dest, "bool", switch, help=help_text, flag=flag, flag_style=style, source=where)
     if action != "store":
         return RawKnob(dest, "", None, flag=flag, source=where, help=help_text,
                        note=f"action={action!r} takes no single value")
@@ -342,9 +344,9 @@ def discover(repo: Path, entry: EntryPoint, args: Sequence[str] = (), cwd: str =
         else:
             classes = _config_classes(entry_reader, readers, imported)
             if classes:
-                cli = dataclass_cli(entry_reader.module)
-                style, found = "dataclass", read_dataclasses(classes, cli)
-                if not cli:
+                parser = dataclass_cli(entry_reader.module)
+                style, found = "dataclass", read_dataclasses(classes, parser)
+                if not parser:
                     warnings.append(
                         "the dataclass config is not parsed from the command line: trials set its "
                         "defaults in source (knobs.*.flag is empty)"

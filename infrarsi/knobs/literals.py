@@ -63,7 +63,7 @@ def _type(value: object) -> str | None:
     return {bool: "bool", int: "int"}.get(type(value))
 
 
-def _loader_values(f: ParsedFile, call: cst.Call) -> Iterator[tuple[str, object, cst.CSTNode]]:
+def _loader_values(f: ParsedFile, call: cst.Call) -> Iterator[tuple[str, bool | int, cst.CSTNode]]:
     """(keyword, value, node) for each speed keyword this loader writes as a literal or leaves out."""
     given = {a.keyword.value: a for a in call.args if a.keyword is not None}
     for keyword in LOADER_KEYWORDS:
@@ -73,26 +73,26 @@ def _loader_values(f: ParsedFile, call: cst.Call) -> Iterator[tuple[str, object,
                 yield keyword, ABSENT[keyword], call
             continue
         ok, value = f.literal(arg.value)
-        if ok and _type(value):
+        if ok and isinstance(value, (bool, int)):  # a literal is of the builtin type itself, never a subclass
             yield keyword, value, arg
 
 
-def _found(f: ParsedFile) -> Iterator[tuple[str, str, object, cst.CSTNode]]:
+def _found(f: ParsedFile) -> Iterator[tuple[str, str, bool | int, cst.CSTNode]]:
     """(setting, knob name, value, node) for every setting written in this file."""
     for node in walk(f.module):
         if isinstance(node, cst.Call):
             callee = dotted(node.func).rsplit(".", 1)[-1]
             if callee == LOADER:
-                for keyword, value, where in _loader_values(f, node):
-                    yield keyword, knob_name(LOADER, keyword), value, where
+                for keyword, written, where in _loader_values(f, node):
+                    yield keyword, knob_name(LOADER, keyword), written, where
             elif callee == THREADS_CALL and len(node.args) == 1 and node.args[0].keyword is None:
                 ok, value = f.literal(node.args[0].value)
-                if ok and _type(value) == "int":
+                if ok and isinstance(value, int) and not isinstance(value, bool):
                     yield THREADS_CALL, knob_name(THREADS_CALL), value, node
         elif isinstance(node, cst.Assign) and len(node.targets) == 1 \
                 and dotted(node.targets[0].target).endswith(CUDNN_BENCHMARK):
             ok, value = f.literal(node.value)
-            if ok and _type(value) == "bool":
+            if ok and isinstance(value, bool):
                 yield CUDNN_BENCHMARK, knob_name(CUDNN_BENCHMARK), value, node
 
 
@@ -109,7 +109,7 @@ def literal_settings(readers: list[ParsedFile], *, has_cuda: bool) -> list[Liter
     holds it; a file that writes it twice with different values gives none)."""
     out: dict[str, Literal] = {}
     for f in readers:
-        here: dict[str, tuple[str, set[object], cst.CSTNode]] = {}
+        here: dict[str, tuple[str, set[bool | int], cst.CSTNode]] = {}
         for setting, name, value, node in _found(f):
             if setting in CUDA_ONLY and not has_cuda:
                 continue

@@ -125,7 +125,7 @@ def classify_unknown(config: LLMConfig, knobs: list[RawKnob], uses: Mapping[str,
     names = [k.name for k in knobs]
     reply = call_tool(config, tool_definition(names), prompt(knobs, uses), lambda data: parse_claims(data, names),
                       system=SYSTEM)
-    if not reply.ok:
+    if not reply.ok or reply.value is None:  # an ok reply holds its parsed claims
         return ClaimsResult("error", message=f"{reply.message}; unknown knobs stay locked")
     return ClaimsResult("ok", reply.value)
 

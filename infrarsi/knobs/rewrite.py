@@ -11,6 +11,8 @@ that writes it as a literal or leaves it out, ``torch.set_num_threads(X)`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from infrarsi.contract import KnobValue
@@ -77,7 +79,7 @@ class _SetDefaults(cst.CSTTransformer):
                 # ``**kwargs`` may carry the keyword too: written into the last one, the knob's value wins.
                 args = list(call.args)
                 last = args[splats[-1]]
-                merged = cst.parse_expression(f"{{**x, {keyword!r}: {self.values[name]!r}}}")
+                merged = cst.ensure_type(cst.parse_expression(f"{{**x, {keyword!r}: {self.values[name]!r}}}"), cst.Dict)
                 merged = merged.with_changes(elements=[cst.StarredDictElement(last.value), *merged.elements[1:]])
                 args[splats[-1]] = last.with_changes(value=merged)
                 call = call.with_changes(args=args)
@@ -103,14 +105,15 @@ class _SetDefaults(cst.CSTTransformer):
         # `if` is the script computing a value, not a knob.
         return updated.with_changes(body=self._declarations(updated.body, set()))
 
-    def _declarations(self, body, done: set[str]) -> list:
+    def _declarations(self, body: Sequence[cst.BaseStatement], done: set[str]) -> list[cst.BaseStatement]:
         """Statements with the first declaration of each knob rewritten."""
         out = []
         for stmt in body:
             if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
                 small = stmt.body[0]
                 name = _declared_name(small)
-                if name in self.values and name not in done:
+                # Always an assignment when it declares a name; the isinstance says so to mypy.
+                if name in self.values and name not in done and isinstance(small, (cst.Assign, cst.AnnAssign)):
                     new = _with_declared_value(small, _value(self.values[name]))
                     if new is not None:
                         done.add(name)
@@ -128,7 +131,7 @@ def _declared_name(small: cst.BaseSmallStatement) -> str | None:
     return None
 
 
-def _with_declared_value(small, new: cst.BaseExpression):
+def _with_declared_value(small: cst.Assign | cst.AnnAssign, new: cst.BaseExpression) -> cst.Assign | cst.AnnAssign | None:
     """The declaration with its value (or its ``field(default=…)``) replaced; None for ``field(default_factory=…)``."""
     value = small.value
     if isinstance(value, cst.Call) and dotted(value.func).rsplit(".", 1)[-1] == "field":

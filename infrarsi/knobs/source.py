@@ -10,6 +10,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -91,7 +92,7 @@ def _fold(node: ast.AST) -> int | float:
     raise ValueError(f"cannot fold {type(node).__name__}")
 
 
-def is_knob_value(value: object) -> bool:
+def is_knob_value(value: object) -> TypeGuard[KnobValue]:
     return isinstance(value, (bool, int, float, str))
 
 
@@ -99,7 +100,7 @@ def type_name(value: KnobValue) -> str:
     return type(value).__name__
 
 
-def dotted(node: cst.BaseExpression | None) -> str:
+def dotted(node: cst.CSTNode | None) -> str:
     """``a.b.c`` for a Name/Attribute chain, else empty."""
     if isinstance(node, cst.Name):
         return node.value

@@ -232,7 +232,7 @@ def propose_patches(repo: Path, contract: Contract, doctor: dict[str, Any] | Non
     if not config.configured:
         return ProposalResult(status="error", reason="not_configured", message="no Anthropic API key configured")
     reply = call_tool(config, tool_definition(), prompt(repo, contract, doctor, goal), parse_entries, system=SYSTEM)
-    if not reply.ok:
+    if not reply.ok or reply.value is None:  # an ok reply holds its parsed entries
         return ProposalResult(status="error", reason=reply.reason, message=f"anthropic:{config.model}: {reply.message}")
     return _judge(repo, contract, reply.value)
 

@@ -152,7 +152,7 @@ class AnthropicPriors:
         keys = context.keys()
         reply = call_tool(self.config, tool_definition(keys), prompt(context, keys),
                           lambda data: parse_priors(data, keys, self.name), system=SYSTEM)
-        if not reply.ok:
+        if not reply.ok or reply.value is None:  # an ok reply holds its parsed table
             return self._error(context, reply.reason, reply.message)
         table = reply.value
         return PriorResult(status=PriorStatus.OK, table=builtin_table(context).merged(table), provider=self.name)
