@@ -131,7 +131,9 @@ def parse_priors(data: Any, keys: list[str], source: str) -> PriorTable:
         rationale = item.get("rationale")
         if not isinstance(rationale, str):
             raise MalformedReply(f"{where}: rationale must be a string")
-        priors[key] = Prior(key=key, **values, startup_s=startup, source=f"{source}: {rationale.strip()}")
+        priors[key] = Prior(key=key, time_log_mean=values["time_log_mean"], time_log_sd=values["time_log_sd"],
+                            mem_log_mean=values["mem_log_mean"], mem_log_sd=values["mem_log_sd"], startup_s=startup,
+                            source=f"{source}: {rationale.strip()}")
     return PriorTable(priors)
 
 

@@ -675,12 +675,13 @@ ROLE_TABLE: dict[str, Levels | Ratio] = {
 
 
 def _prior(key: str, effect: Effect, source: str, part: PartEffect | None = None) -> Prior:
-    parted = {} if part is None else {"mem_part": part.part, "mem_part_log_mean": part.log_mean,
-                                      "mem_part_log_sd": max(part.log_sd, BASELINE_SD),
-                                      "mem_part_shared_sd": part.shared_sd}
-    return Prior(key=key, time_log_mean=effect.time, time_log_sd=max(effect.time_sd, BASELINE_SD),
-                 mem_log_mean=effect.mem, mem_log_sd=max(effect.mem_sd, BASELINE_SD), source=source,
-                 startup_s=effect.startup_s, **parted)
+    prior = Prior(key=key, time_log_mean=effect.time, time_log_sd=max(effect.time_sd, BASELINE_SD),
+                  mem_log_mean=effect.mem, mem_log_sd=max(effect.mem_sd, BASELINE_SD), source=source,
+                  startup_s=effect.startup_s)
+    if part is None:
+        return prior
+    return replace(prior, mem_part=part.part, mem_part_log_mean=part.log_mean,
+                   mem_part_log_sd=max(part.log_sd, BASELINE_SD), mem_part_shared_sd=part.shared_sd)
 
 
 def builtin_table(context: PriorContext) -> PriorTable:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from infrarsi.contract import Contract, Knob, KnobValue
 from infrarsi.knobs.attention import FUSED
@@ -80,8 +80,10 @@ ACTIVATION_PARTS = ("activation_checkpointing", "sequence_parallel", "virtual_pi
 on the state, their effect on the activations left to ``activation_interaction``."""
 
 
-def _value(values: Mapping[str, KnobValue], contract: Contract, role: str, absent: KnobValue | None
-           ) -> KnobValue | None:
+_Absent = TypeVar("_Absent", bound=KnobValue | None)
+
+
+def _value(values: Mapping[str, KnobValue], contract: Contract, role: str, absent: _Absent) -> KnobValue | _Absent:
     """The role's value in ``values``, else its knob's default, else ``absent`` (the role has no knob)."""
     knobs = contract.by_role(role)
     return values[role] if role in values else knobs[0].default if knobs else absent
@@ -249,7 +251,8 @@ def _layout(values: Mapping[str, KnobValue], hw: Hardware, contract: Contract) -
                for role in ("tensor_parallel", "pipeline_parallel", "expert_parallel"))
     if t is None or p is None or e is None:
         return None
-    stage = "0" if value("fsdp") is None else sharding_stage(value("fsdp"))
+    fsdp = value("fsdp")
+    stage = "0" if fsdp is None else sharding_stage(fsdp)
     if stage is None:
         return None
     experts = EXPERT_STATE if contract.by_role("expert_parallel") else 0.0

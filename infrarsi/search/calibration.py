@@ -18,7 +18,7 @@ def prior_checks(space: SearchSpace, priors: PriorTable, history: list[TrialResu
     the Tobit fit (its pull toward the prior is weak by construction)."""
     checks = list(TimeModel(space, priors, noise_cv=noise_cv).fit(history).checks)
     memory = MemoryModel(space, priors, interactions=interactions).fit(history)
-    if memory.fitted:
+    if memory.fitted and memory.data is not None:  # data is set whenever it fitted
         effects, sds = memory.setting_effects()
         checks += check_all(space.setting_keys, priors, "memory", memory.data.indicator, effects, sds)
     return checks

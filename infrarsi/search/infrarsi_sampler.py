@@ -15,7 +15,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from infrarsi.priors.types import PriorTable
-from infrarsi.search.acquisition import MIN_GAIN, memory_saver_pair, p_gain, score
+from infrarsi.search.acquisition import MIN_GAIN, Scores, memory_saver_pair, p_gain, score
 from infrarsi.search.crash_model import p_runs, p_runs_each
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.gp import DEFAULT_NOISE_FLOOR
@@ -213,7 +213,8 @@ class InfraRSISampler(Sampler):
         banked = self._models[0][0]
         return banked.fit(history).fitted and bool(banked.miscalibrated & self._bank_keys)
 
-    def _seed(self, history, measured, pool: CandidateSet, fresh, *, must: bool) -> Proposal | None:
+    def _seed(self, history: list[TrialResult], measured: set[str], pool: CandidateSet, fresh: np.ndarray, *,
+              must: bool) -> Proposal | None:
         """The next seed; None when no spread-out candidate is worth its trial and the models
         have enough (``must`` false) to choose by expected improvement instead."""
         # The bank's seeds come first, until one fails or runs no faster than the baseline: the
@@ -283,7 +284,7 @@ class InfraRSISampler(Sampler):
         return nearest_distance(self.space, pool.indicator, self.space.indicator(fits)) <= TRUST_DISTANCE
 
     @staticmethod
-    def _clean(history) -> tuple[set[str], list[Candidate]]:
+    def _clean(history: list[TrialResult]) -> tuple[set[str], list[Candidate]]:
         """Keys and candidates of the trials that ran clean (no deterministic failure since)."""
         ok_keys = {t.candidate.key() for t in history if t.ok} - failed_keys(history)
         return ok_keys, distinct([t.candidate for t in history if t.candidate.key() in ok_keys])
@@ -297,7 +298,8 @@ class InfraRSISampler(Sampler):
         expected = self.time.predict(oks).log_job if self.time.fitted else self.space.indicator(oks) @ self._prior_time
         return float(np.min(expected))
 
-    def _acquire(self, history, pool: CandidateSet, fresh, *, may_stop: bool) -> Proposal | None:
+    def _acquire(self, history: list[TrialResult], pool: CandidateSet, fresh: np.ndarray, *,
+                 may_stop: bool) -> Proposal | None:
         space = self.space
         self.time.fit(history)
         memory = self.memory.fit(history)
@@ -439,7 +441,7 @@ class InfraRSISampler(Sampler):
         log_job = self.time.predict([base, *fast]).log_job
         return [c for c, job in zip(fast, log_job[1:], strict=True) if job >= log_job[0]]
 
-    def _predicted(self, scores, memory: MemoryModel, pool: CandidateSet, i: int) -> dict[str, float]:
+    def _predicted(self, scores: Scores, memory: MemoryModel, pool: CandidateSet, i: int) -> dict[str, float]:
         out = {
             "step_s": float(scores.time.step_s[i]),
             "step_log_sd": float(scores.time.log_step_sd[i]),
@@ -468,14 +470,17 @@ class InfraRSISampler(Sampler):
         the budget's edge once (the MoE table's micro-batch 16 with SDPA: 715 MB of 718, its other
         run out of memory) fails there, leaving nothing verified."""
         failed = failed_keys(history)
-        runs: dict[str, list[TrialResult]] = {}
+        steps: dict[str, list[float]] = {}
+        first: dict[str, Candidate] = {}
         for t in history:
-            if t.ok and t.step_time and t.candidate.key() not in failed:
-                runs.setdefault(t.candidate.key(), []).append(t)
+            step = t.step_time
+            if t.ok and step and t.candidate.key() not in failed:
+                steps.setdefault(t.candidate.key(), []).append(step)
+                first.setdefault(t.candidate.key(), t.candidate)
         self.time, self.memory = self._models[self.bank_contradicted(history)]
-        if not runs or not self.time.fit(history).fitted:
+        if not steps or not self.time.fit(history).fitted:
             return []
-        cands = [ts[0].candidate for ts in runs.values()]
+        cands = list(first.values())
         pred = self.time.predict(cands)
         edge = np.zeros(len(cands), dtype=bool)
         if self.memory.fit(history).fitted:
@@ -485,7 +490,7 @@ class InfraRSISampler(Sampler):
         return [
             RankedCandidate(
                 cands[i], float(pred.step_s[i]), float(pred.job_s[i]), float(pred.log_step_sd[i]),
-                statistics.median(t.step_time for t in runs[cands[i].key()]), len(runs[cands[i].key()]),
+                statistics.median(steps[cands[i].key()]), len(steps[cands[i].key()]),
             )
             for i in order
         ]

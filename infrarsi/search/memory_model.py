@@ -41,7 +41,7 @@ from infrarsi.search.memory_guard import interaction
 from infrarsi.search.part_interactions import PartInteractions
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.truncated import mean_above, tail_terms
-from infrarsi.trials import TrialResult, TrialStatus
+from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 _SIGMA_BOUNDS = (math.log(0.02), math.log(0.25))
 """A peak repeats within a few percent (doctor's repeats here: 0.55-0.58 GiB), so sigma never
@@ -95,15 +95,21 @@ class MemoryData:
 
 
 def memory_data(space: SearchSpace, history: list[TrialResult]) -> MemoryData:
-    trials, ys, cens = [], [], []
+    trials: list[Candidate] = []
+    ys: list[float] = []
+    cens: list[bool] = []
     budget = math.log(space.budget_bytes)
     for t in history:
         if t.status is TrialStatus.OOM:
             level = math.log(t.peak_bytes) if t.peak_bytes else -math.inf
-            trials.append(t.candidate), ys.append(max(budget, level)), cens.append(True)
+            trials.append(t.candidate)
+            ys.append(max(budget, level))
+            cens.append(True)
         elif t.peak_bytes:
             steady = len(t.warmup_times) + len(t.step_times) >= STEADY_STEPS
-            trials.append(t.candidate), ys.append(math.log(t.peak_bytes)), cens.append(not (t.ok or steady))
+            trials.append(t.candidate)
+            ys.append(math.log(t.peak_bytes))
+            cens.append(not (t.ok or steady))
     return MemoryData(space.indicator(trials), np.array(ys), np.array(cens, dtype=bool))
 
 
@@ -203,33 +209,31 @@ class MemoryModel:
                              whole.known | use, np.where(use, self.parts.shared_sd, 0.0))
 
     def fit(self, history: list[TrialResult]) -> MemoryModel:
-        self.data = memory_data(self.space, history)
-        if len(self.data.y) == 0:
+        data = self.data = memory_data(self.space, history)
+        if len(data.y) == 0:
             self.fitted = False
             return self
-        X = self.data.indicator @ self.space.setting_deltas
-        offsets = self._offsets(self.data.indicator)
-        self._use_prior(self._revised_prior(X, offsets))
-        y, censored = self.data.y.copy(), self.data.censored
+        X = data.indicator @ self.space.setting_deltas
+        offsets = self._offsets(data.indicator)
+        self._use_prior(self._revised_prior(data, X, offsets))
+        y, censored = data.y.copy(), data.censored
         if censored.any() and (~censored).any():
             # An OOM says only "above the budget"; fitted as such, the mode sits on the budget and
             # every variant that saves a little looks likely to fit, trial after trial. As the
             # time model does for slow aborts, the bound moves up to where the peak most likely is:
             # E[peak | peak > bound] under a fit of the measured peaks and the prior.
             observed = self.fit_arrays(X[~censored], y[~censored], censored[~censored], offsets[~censored])
-            mean, sd = observed.predict(X[censored], self.data.indicator[censored])
+            mean, sd = observed.predict(X[censored], data.indicator[censored])
             y[censored] = mean_above(mean, sd, y[censored])
         return self.fit_arrays(X, y, censored, offsets)
 
-    def _offsets(self, indicator: np.ndarray | None) -> np.ndarray | None:
+    def _offsets(self, indicator: np.ndarray) -> np.ndarray:
         """(rows, 2): the state and activations parts' offsets of ``indicator``'s rows (zero without
         ``interactions``)."""
-        if indicator is None:
-            return None
         return np.zeros((len(indicator), 2)) if self.interactions is None else self.interactions.offsets(indicator)
 
-    def _revised_prior(self, X: np.ndarray, offsets: np.ndarray | None) -> SettingPriors:
-        """The setting priors, revised by a data-only fit: those it contradicts (the rule of
+    def _revised_prior(self, data: MemoryData, X: np.ndarray, offsets: np.ndarray) -> SettingPriors:
+        """The setting priors, revised by a data-only fit (on ``data``, encoded as ``X``): those it contradicts (the rule of
         ``prior_check``) lose their mean and widen to hold what the data show (every compile=True
         trial OOMing while compile's prior says "no memory change" must move compile's price, not
         spread the blame over micro-batch and patches); and a power-of-two knob's untried values
@@ -238,16 +242,16 @@ class MemoryModel:
         under recomputation and without) it would call the structure wrong, and the mix is fitted."""
         self.contradicted = set()
         data_only = MemoryModel(self.space, interactions=self.interactions)
-        effects, sds = data_only.fit_arrays(X, self.data.y, self.data.censored, offsets).setting_effects()
-        revised, hit = loosened(self.setting_prior, self.data.indicator, effects, sds, known_only=True)
+        effects, sds = data_only.fit_arrays(X, data.y, data.censored, offsets).setting_effects()
+        revised, hit = loosened(self.setting_prior, data.indicator, effects, sds, known_only=True)
         self.contradicted = {k for k, h in zip(self.space.setting_keys, hit, strict=True) if h}
         revised = self._model_prior(revised, hit & ~self.parts.parted)
         # The curve goes through effects fitted with the other settings' priors: trials that move
         # several knobs at once leave a data-only fit unable to tell their prices apart.
         self._use_prior(revised)
-        effects, sds = self.fit_arrays(X, self.data.y, self.data.censored, offsets).setting_effects()
+        effects, sds = self.fit_arrays(X, data.y, data.censored, offsets).setting_effects()
         mean, sd, known = revised.mean.copy(), revised.sd.copy(), revised.known.copy()
-        peaks = self.data.indicator[~self.data.censored].sum(axis=0) > 0
+        peaks = data.indicator[~data.censored].sum(axis=0) > 0
         # A parted knob's untried values follow from its part, whose share the fit holds.
         curved = np.where(self.parts.parted, 0.0, self.space.setting_log2)
         curve = refit_untried(mean, sd, known, [self.space.knob_of(k) for k in self.space.setting_keys],
@@ -271,7 +275,8 @@ class MemoryModel:
                                X * (to_state[:, None] * self.parts.state_cols + to_act[:, None] * self.parts.act_cols)])
         return c + total, jac
 
-    def _objective(self, theta, X, y, censored, b0, offsets):
+    def _objective(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, censored: np.ndarray, b0: float,
+                   offsets: np.ndarray | None) -> tuple[float, np.ndarray]:
         b, q, w, s = self._unpack(theta)
         sigma = math.exp(s)
         z, jac = self._mean_jac(theta[:-1], X, offsets)
@@ -316,7 +321,8 @@ class MemoryModel:
         self.fitted = True
         return self
 
-    def _laplace_cov(self, X, y, censored, theta, offsets) -> np.ndarray:
+    def _laplace_cov(self, X: np.ndarray, y: np.ndarray, censored: np.ndarray, theta: np.ndarray,
+                     offsets: np.ndarray | None) -> np.ndarray:
         """Covariance of (intercept, share, weights): the inverse Gauss-Newton Hessian of the
         negative log posterior."""
         z, jac = self._mean_jac(theta[:-1], X, offsets)
@@ -335,7 +341,8 @@ class MemoryModel:
     def predict(self, X: np.ndarray, indicator: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Log peak mean and predictive sd (noise plus parameter uncertainty); with the rows'
         ``indicator``, the layout's interactions count too."""
-        mean, jac = self._mean_jac(self._theta[:-1], X, self._offsets(indicator))
+        assert self._theta is not None  # fitted
+        mean, jac = self._mean_jac(self._theta[:-1], X, None if indicator is None else self._offsets(indicator))
         return mean, np.sqrt(self.sigma**2 + np.einsum("ij,jk,ik->i", jac, self.cov, jac))
 
     def p_fits(self, X: np.ndarray, budget_bytes: float, indicator: np.ndarray | None = None) -> np.ndarray:
@@ -355,6 +362,7 @@ class MemoryModel:
 
     def setting_effects(self) -> tuple[np.ndarray, np.ndarray]:
         """Fitted log effect on the baseline's peak and its sd for every ``space.setting_keys`` entry."""
+        assert self._theta is not None  # fitted
         params = self._theta[:-1]
         # Each setting alone, its known offsets included (tensor parallelism's on the activations).
         alone = self._offsets(np.eye(len(self.space.setting_keys)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from infrarsi.contract import Knob, KnobValue
 from infrarsi.priors.types import PriorTable
 from infrarsi.search.effects import setting_priors
 from infrarsi.search.history import best_ok, measured_keys
@@ -87,19 +88,19 @@ class BatchFinderSampler(Sampler):
         found = space.coupled.get("micro_batch") or next((k for k in space.knobs if k.role == "micro_batch"), None)
         self.knob = found if found is not None and found.tunable else None
 
-    def _ladder(self) -> list[tuple[int, Candidate]]:
+    def _ladder(self, knob: Knob) -> list[tuple[int, Candidate]]:
         """Baseline with each micro-batch value, ascending (only values with a valid candidate)."""
         base = self.space.baseline()
         out = []
-        for value in sorted(self.knob.domain):
-            cand = self.space.with_value(base, self.knob.name, value)
+        for value in sorted(v for v in knob.domain if isinstance(v, int)):  # a micro-batch knob's type is int
+            cand = self.space.with_value(base, knob.name, value)
             if cand is not None:
                 out.append((value, cand))
         return out
 
-    def _next_batch(self, history: list[TrialResult]) -> Candidate | int:
+    def _next_batch(self, knob: Knob, history: list[TrialResult]) -> Candidate | int:
         """The next ladder candidate to try, or (search over) the largest micro-batch that fits."""
-        ladder = self._ladder()
+        ladder = self._ladder(knob)
         status: dict[str, set[TrialStatus]] = {}
         for t in history:
             status.setdefault(t.candidate.key(), set()).add(t.status)
@@ -108,10 +109,10 @@ class BatchFinderSampler(Sampler):
         values = [v for v, _ in ladder]
         lo = max(fits, default=None)
         hi = min((i for i in fails if lo is None or i > lo), default=None)
-        if lo is None and hi is None:
-            start = self.space.baseline().knobs[self.knob.name]
-            return ladder[values.index(start) if start in values else 0][1]
         if lo is None:
+            if hi is None:
+                start = self.space.baseline().knobs[knob.name]
+                return ladder[next((i for i, v in enumerate(values) if v == start), 0)][1]
             # Even the start does not fit: halve.
             if hi == 0:
                 return values[0]
@@ -129,9 +130,9 @@ class BatchFinderSampler(Sampler):
 
     def ask(self, history: list[TrialResult]) -> Proposal | None:
         measured = measured_keys(history)
-        fixed = {}
+        fixed: dict[str, KnobValue] = {}
         if self.knob is not None:
-            step = self._next_batch(history)
+            step = self._next_batch(self.knob, history)
             if isinstance(step, Candidate):
                 if step.key() not in measured:
                     return Proposal(step, "micro-batch finder")
@@ -140,8 +141,8 @@ class BatchFinderSampler(Sampler):
         for cand in self.space.knob_grid(fixed):
             if cand.key() not in measured:
                 return Proposal(cand, f"grid at {fixed or 'defaults'}")
-        cand = _random_fresh(self.space, self.rng, measured)
-        return Proposal(cand, "grid done: random") if cand else None
+        fresh = _random_fresh(self.space, self.rng, measured)
+        return Proposal(fresh, "grid done: random") if fresh else None
 
 
 ENUMERATE_LIMIT = 20_000

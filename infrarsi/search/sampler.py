@@ -30,6 +30,8 @@ def rank_by_measurement(history: list[TrialResult], k: int, planned_steps: int) 
     pool = [t for t in history if t.ok and t.candidate.key() not in failed]
     while pool and len(ranked) < k:
         best = best_ok(pool, planned_steps)
+        if best is None:  # what is left measured no step time
+            break
         ranked.append(best.candidate)
         pool = [t for t in pool if t.candidate.key() != best.candidate.key()]
     return ranked

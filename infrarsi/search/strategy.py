@@ -157,35 +157,35 @@ class Strategy:
         before ``prepare``, by their best measured runs)."""
         return self.sampler.ranked(history, k, self.contract.workload.planned_steps)
 
-    def _checks(self, history: list[TrialResult]) -> list[PriorCheck]:
-        return prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None,
+    def _checks(self, space: SearchSpace, history: list[TrialResult]) -> list[PriorCheck]:
+        return prior_checks(space, self.priors, history, noise_cv=self.noise_cv or None,
                             interactions=self.interactions)
 
     def prior_checks(self, history: list[TrialResult]) -> list[PriorCheckRow]:
         if self.space is None:
             return []
-        return [check.row() for check in self._checks(history)]
+        return [check.row() for check in self._checks(self.space, history)]
 
     def bank_outcomes(self, history: list[TrialResult]) -> list[BankPriorRow]:
         """Each prior the bank contributed, what it said alone, and what this run made of it: flagged
         (its trials contradict it, so it stopped steering the search), consistent, or not tried."""
         if self.space is None or not len(self.bank_priors):
             return []
-        checks = {c.key: c for c in self._checks(history) if c.quantity == "time"}
+        checks = {c.key: c for c in self._checks(self.space, history) if c.quantity == "time"}
         out = []
         for key in sorted(self.bank_priors):
             bank, used, check = self.bank_priors.get(key), self.priors.get(key), checks.get(key)
-            tried = check is not None and check.n_trials > 0
+            tried = check if check is not None and check.n_trials > 0 else None
             outcome = ("not in this run's search space" if key not in self.space.setting_keys else
-                       "not tried in this run" if not tried else
+                       "not tried in this run" if tried is None else
                        "flagged: this run's trials contradict it; it stopped steering the search"
-                       if check.miscalibrated else "consistent with this run's trials")
+                       if tried.miscalibrated else "consistent with this run's trials")
             out.append(BankPriorRow(key=key, bank_mean=bank.time_log_mean, bank_sd=bank.time_log_sd,
                                     source=bank.source, used_mean=used.time_log_mean, used_sd=used.time_log_sd,
-                                    observed=check.observed if tried else None,
-                                    observed_sd=check.observed_sd if tried else None,
+                                    observed=tried.observed if tried is not None else None,
+                                    observed_sd=tried.observed_sd if tried is not None else None,
                                     n_trials=check.n_trials if check else 0,
-                                    miscalibrated=bool(tried and check.miscalibrated), outcome=outcome))
+                                    miscalibrated=bool(tried is not None and tried.miscalibrated), outcome=outcome))
         return out
 
     def memory_prices(self, history: list[TrialResult]) -> list[MemoryPriceRow]:
