@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infrarsi.bank.signature import WorkloadSignature
 from infrarsi.bank.store import BestConfig, EffectFinding, ExperienceBank, PatchFinding
@@ -19,6 +19,9 @@ from infrarsi.search.calibration import prior_checks
 from infrarsi.search.space import SearchSpace
 from infrarsi.settings import Setting
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
+
+if TYPE_CHECKING:
+    from infrarsi.records import RunResult
 
 BANK_SEEDS = 12
 """Seeds offered; the search keeps the first few valid in its own space (``strategy.BANK_SEEDS``)."""
@@ -54,7 +57,7 @@ class Experience:
                                            reference=own),
                       [s.candidate for s in self.bank.seeds(self.signature, self.hardware.id, k=BANK_SEEDS)])
 
-    def record(self, result, history: list[TrialResult], *, contract: Contract, space: SearchSpace,
+    def record(self, result: RunResult, history: list[TrialResult], *, contract: Contract, space: SearchSpace,
                priors: PriorTable, own: PriorTable, noise_cv: float) -> None:
         """Effects, patch verdicts and the promoted configuration, for the next run here or elsewhere:
         ``result`` the run's (its patch checks and promoted verdict), ``priors`` those the search used,

@@ -154,8 +154,13 @@ def forget(url: str | None = None, *, finding: str | None = None, run_id: str | 
         return ForgetResult(status="error", message=problem)
     with bank:
         gone = bank.forget(finding=finding, run_id=run_id, before=when)
-    what = (f"finding {finding}" if finding is not None else f"run {run_id}" if run_id is not None
-            else f"runs recorded before {when.isoformat()}")
+    if finding is not None:
+        what = f"finding {finding}"
+    elif run_id is not None:
+        what = f"run {run_id}"
+    else:
+        assert when is not None  # exactly one of the three was given
+        what = f"runs recorded before {when.isoformat()}"
     if not (gone.runs or gone.effects or gone.verdicts or gone.best):
         return ForgetResult(status="not_found", message=f"nothing to forget: no {what} in the bank", forgotten=gone)
     return ForgetResult(status="ok", message=f"forgot {what}: {gone.runs} run(s), {gone.effects} effect(s), "

@@ -12,6 +12,7 @@ from rich.table import Table
 from infrarsi.byte_units import GIB
 from infrarsi.cli.console import console, emit_json, err
 from infrarsi.cli.fit import print_diff
+from infrarsi.contract import KnobValue
 from infrarsi.knobs.pair import describe as describe_pair
 from infrarsi.stages.init import MEASURED_STEPS, WARMUP_STEPS, InitResult, init
 
@@ -94,12 +95,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _value(value) -> str:
+def _value(value: KnobValue) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
 def render(result: InitResult) -> None:
     contract = result.contract
+    assert contract is not None  # rendered only when ok, which comes with the contract
     w = contract.workload
     console.print(f"[bold]init[/] {result.entry}  [dim]{w.knob_style} knobs, launched with {w.launcher}[/]")
     console.print(f"entry: {result.entry} ({result.entry_why})")
@@ -145,7 +147,7 @@ def render(result: InitResult) -> None:
         console.print("[bold]No probe[/] (optional: the launcher measures steps). To name phases, this diff adds "
                       "it (rerun with --insert-probe to write it):")
         print_diff(console, result.probe_diff)
-    elif result.probe_inserted:
+    elif result.probe_inserted and result.probe_diff is not None:  # the diff it inserted
         console.print("[bold]Inserted the probe:[/]")
         print_diff(console, result.probe_diff)
     for note in result.notes:

@@ -62,7 +62,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         for line in outcome.lines(result, console.width, str(args.path)):
             console.print(line, markup=False, highlight=False)
-        if args.verbose and result.report is not None and result.report.status == "ok":
+        if args.verbose and result.report is not None and result.report.status == "ok" \
+                and result.report.report is not None:  # set whenever ok
             console.print()
             report_cli.render(result.report.report)
     if result.status is RunStatus.ERROR and result.stages[-1:] == ["init"]:

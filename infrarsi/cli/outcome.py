@@ -8,12 +8,16 @@ trial, prior against observed, memory prices) are in the report, or here with ``
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 from infrarsi.events import clock
 from infrarsi.report import formatting
 from infrarsi.report.disturbance import words as disturbance_words
 from infrarsi.report.model import Audit, Report, Side
 from infrarsi.stages.apply import ApplyResult
+
+if TYPE_CHECKING:
+    from infrarsi.stages.optimize import OptimizeResult
 
 MIN_WIDTH = 40
 
@@ -63,13 +67,13 @@ def _reproduce(audit: Audit, applied: ApplyResult | None, repo: str, width: int)
             *_command(audit.command, width)]
 
 
-def lines(result, width: int, repo: str) -> list[str]:
+def lines(result: OptimizeResult, width: int, repo: str) -> list[str]:
     """The outcome and the compact summary of an OptimizeResult, as plain lines of at most ``width``."""
     width = max(MIN_WIDTH, width)
     report: Report | None = result.report.report if result.report is not None and result.report.status == "ok" else None
     audit = report.promoted_audit if report is not None else None
     out: list[str] = []
-    if audit is not None and report.job_speedup is not None:
+    if report is not None and audit is not None and report.job_speedup is not None:
         point, low, high = report.job_speedup
         out += _wrap(f"Promoted: {audit.setting}", width)
         job = (f", job {formatting.seconds(report.baseline.job_s)} -> {formatting.seconds(report.promoted.job_s)}"
@@ -84,8 +88,8 @@ def lines(result, width: int, repo: str) -> list[str]:
         why = result.run.message if result.run is not None else result.message
         out += _wrap(f"Not promoted: {why}", width)
         if report is not None and report.no_promotion is not None:
-            why = report.no_promotion  # its trials by status are the summary's Trials line
-            for line in (why.best, f"Likely reason: {why.reason}", f"Next: {why.next_step}"):
+            reasons = report.no_promotion  # its trials by status are the summary's Trials line
+            for line in (reasons.best, f"Likely reason: {reasons.reason}", f"Next: {reasons.next_step}"):
                 out += _wrap(line, width, "  ")
     if result.apply is not None:
         applied = (f"Committed on branch {result.apply.branch} ({result.apply.commit[:10]})"

@@ -10,7 +10,16 @@ from rich.text import Text as RichText
 from infrarsi.cli.console import console, emit_json, err
 from infrarsi.cli.fit import print_diff, print_framed, print_table
 from infrarsi.report import tables
-from infrarsi.report.document import Code, Heading, Items, Text, change_blocks, no_promotion_blocks, reproduce_blocks
+from infrarsi.report.document import (
+    Block,
+    Code,
+    Heading,
+    Items,
+    Text,
+    change_blocks,
+    no_promotion_blocks,
+    reproduce_blocks,
+)
 from infrarsi.report.model import Report
 from infrarsi.stages.report import report
 
@@ -40,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     formats = (args.format,) if args.format in ("md", "html") else ()
     result = report(args.path, formats=formats, storage=args.storage)
-    if result.status != "ok":
+    if result.status != "ok" or result.report is None:  # an ok result carries its report
         err(result.message)
         return EXIT.get(result.status, 1)
     if args.format == "json":
@@ -68,7 +77,7 @@ def _print_table(table: tables.Table, verbose: bool) -> None:
     console.print()
 
 
-def _print_blocks(blocks) -> None:
+def _print_blocks(blocks: list[Block]) -> None:
     for block in blocks:
         match block:
             case Heading(text, _):

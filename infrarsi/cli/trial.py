@@ -25,7 +25,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trial", help="run one candidate (knob values + patches) as a real trial",
                        description=__doc__)
     p.add_argument("path", type=Path, help="the repository (with .infrarsi/contract.toml)")

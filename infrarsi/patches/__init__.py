@@ -128,7 +128,7 @@ def may_apply(name: str, source: str, contract: Contract | None, device: str) ->
 
 def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
     """``(patch name, site)`` for every place a library patch applies in the editable files."""
-    found = []
+    found: list[tuple[str, Site]] = []
     for name, patch in REGISTRY.items():
         if _left_to_a_knob(name, contract):
             continue

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
@@ -135,7 +136,7 @@ def draw_timeline(report: Report, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _arrow(ax, x: float, level: float, length: float) -> None:
+def _arrow(ax: Axes, x: float, level: float, length: float) -> None:
     ax.annotate("", xy=(x, level + length), xytext=(x, level),
                 arrowprops={"arrowstyle": "-|>", "color": STATUS_COLORS["oom"], "lw": 1.5})
     ax.plot([x], [level], marker="_", markersize=10, color=STATUS_COLORS["oom"])
@@ -208,7 +209,7 @@ def draw_prices(report: Report, path: Path) -> Path:
 class _Times(LogFormatter):
     """Log-axis labels as multipliers (×0.5, ×2); minor ones only where the axis spans little."""
 
-    def __call__(self, x, pos=None):
+    def __call__(self, x: float, pos: int | None = None) -> str:
         label = super().__call__(x, pos)
         return f"×{label}" if label else label
 

@@ -141,7 +141,8 @@ def priors(report: Report) -> Table:
 
 def bank(report: Report) -> Table:
     rows = [[b.key, _factor(b.bank_mean, b.bank_sd), _factor(b.used_mean, b.used_sd),
-             _factor(b.observed, b.observed_sd) if b.observed is not None else "not tried", str(b.n_trials),
+             _factor(b.observed, b.observed_sd) if b.observed is not None and b.observed_sd is not None else "not tried",
+             str(b.n_trials),
              b.outcome, b.source] for b in report.bank_priors]
     return Table("Priors from the experience bank", ["setting", "bank said", "search started from", "this run",
                                                      "trials", "what this run made of it", "bank findings"],

@@ -280,7 +280,8 @@ def _text_hunks(rel: str, before: bytes, after: bytes) -> list[Hunk]:
         return [Hunk(path=rel, header="@@ binary file changed @@", text="")]
     diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), n=3)
     hunks: list[Hunk] = []
-    header, body = "", []
+    header = ""
+    body: list[str] = []
     for line in diff:
         if line.startswith(("---", "+++")) and not header:
             continue

@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -40,6 +41,7 @@ from infrarsi.contract import (
     Contract,
     ContractError,
     Knob,
+    KnobValue,
     LossInvariant,
     MemoryBudget,
     Scope,
@@ -232,8 +234,9 @@ def _require_python(repo: Path, rel: str) -> None:
             raise DiscoveryError(f"{rel} is not a Python file (it does not parse as Python)") from None
 
 
-def _init(repo, user: _UserCommand | None, scope, budget_bytes, entry, launcher, insert_probe, warmup, measured,
-          planned, llm: LLMConfig) -> InitResult:
+def _init(repo: Path, user: _UserCommand | None, scope: list[str] | None, budget_bytes: int | None, entry: str | None,
+          launcher: str | None, insert_probe: bool, warmup: int, measured: int, planned: int | None,
+          llm: LLMConfig) -> InitResult:
     if user is not None:
         ep = find_entry(repo, user.entry, why=f"the command runs it (`{' '.join(user.command.argv)}`)")
         ep = EntryPoint(ep.path, ep.wrapper, user.command.launcher, "the command's launcher", ep.trains, ep.why)
@@ -381,8 +384,8 @@ class _Facts:
     """The micro-batch and accumulation coupled as one dimension, with the data flow that shows it."""
 
 
-def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
-           readers: list[ParsedFile] = (), known: dict[str, Role] | None = None,
+def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user: _UserCommand | None = None,
+           readers: Sequence[ParsedFile] = (), known: dict[str, Role] | None = None,
            repo: Path = Path(".")) -> tuple[list[Knob], _Facts]:
     graph = build_graph(list(readers))
     assigned = assign_roles(list(readers), found.knobs, found.style, graph=graph, known=known)
@@ -407,19 +410,20 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
             facts.steps = k
         elif roles[k.name] in ("unknown", "workload") and counts_epochs(k) and facts.epochs is None:
             facts.epochs = k
-    micro = [k for k in found.knobs if roles[k.name] == "micro_batch" and isinstance(k.default, int)]
-    accum = [k for k in found.knobs if roles[k.name] == "grad_accum" and isinstance(k.default, int)]
+    # The micro-batch and accumulation knobs with an int default, as (name, default).
+    micro = [(k.name, k.default) for k in found.knobs if roles[k.name] == "micro_batch" and isinstance(k.default, int)]
+    accum = [(k.name, k.default) for k in found.knobs if roles[k.name] == "grad_accum" and isinstance(k.default, int)]
     if not facts.global_batch_knob:
         if micro and accum:
             # nanoGPT: the global batch is micro-batch x accumulation (x the processes, unless the script
             # divides its count by them); the search keeps the product.
             ranks = _command_nproc(user) if ep.launcher == "torchrun" else 1
-            over = bool(assigned[accum[0].name].over_ranks)
-            facts.global_batch = batch.global_batch(micro[0].default, accum[0].default, 1 if over else ranks)
+            over = bool(assigned[accum[0][0]].over_ranks)
+            facts.global_batch = batch.global_batch(micro[0][1], accum[0][1], 1 if over else ranks)
         elif micro:
             # A micro-batch with nothing to accumulate over is the global batch: it defines the workload.
-            roles[micro[0].name] = "workload"
-            facts.global_batch, facts.global_batch_knob = micro[0].default, micro[0].name
+            roles[micro[0][0]] = "workload"
+            facts.global_batch, facts.global_batch_knob = micro[0][1], micro[0][0]
     if facts.tokens and facts.seq_len:
         facts.global_batch = facts.tokens // facts.seq_len
     elif facts.global_batch and facts.seq_len:
@@ -438,6 +442,7 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
     gpus = _cuda_count()
     knobs = []
     for k in found.knobs:
+        assert k.default is not None  # a discovered knob has its default (domain holds it to that too)
         role = roles[k.name]
         values, why = domain(role, k, global_batch=facts.global_batch or None, cpu_count=cpu_count,
                              auto_threads=auto, constants=assigned[k.name].constants, gpus=gpus)
@@ -464,7 +469,7 @@ def _knobs(found: Discovery, ep: EntryPoint, warnings: list[str], user=None,
     return knobs, facts
 
 
-def _command_nproc(user) -> int:
+def _command_nproc(user: _UserCommand | None) -> int:
     """The process count the owner's torchrun command gives (1 when it gives none or a word)."""
     if user is None:
         return 1
@@ -482,12 +487,13 @@ def _nproc_knob(global_batch: int, default: int = 1) -> Knob:
         values = sorted({*values, default})
     return Knob(
         name="nproc_per_node", role="nproc_per_node", type="int", default=default, flag="--nproc_per_node",
-        domain=values if len(values) > 1 else [], tunable=len(values) > 1,
+        domain=[*values] if len(values) > 1 else [], tunable=len(values) > 1,
         help="torchrun processes per node (a launcher option: it goes before the script)", source="launcher",
     )
 
 
-def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, warnings, user=None,
+def _workload(repo: Path, ep: EntryPoint, found: Discovery, knobs: list[Knob], facts: _Facts, warmup: int,
+              measured: int, planned: int | None, warnings: list[str], user: _UserCommand | None = None,
               fit: DeviceFit | None = None) -> Workload:
     if user is not None:
         command = list(user.command.argv)
@@ -497,7 +503,7 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
         command = ["python", ep.path]
     if user is None and found.subcommand:
         command.append(found.subcommand)  # a click group's or fire dict's command, named before its flags
-    args = {}
+    args: dict[str, KnobValue] = {}
     steps = facts.steps
     if steps is not None and steps.flag:
         args[steps.flag.lstrip("-")] = warmup + measured
@@ -509,10 +515,11 @@ def _workload(repo, ep, found, knobs, facts: _Facts, warmup, measured, planned, 
     epochs = 0
     if planned is not None:
         planned_from = "--planned-steps"
-    elif steps is not None:
+    elif steps is not None and isinstance(steps.default, int):  # always an int: _knobs took it for one
         planned, planned_from = steps.default, f"{steps.flag or steps.name} = {steps.default}"
-    elif facts.epochs is not None and int(facts.epochs.default) > 0:
-        # Counted in epochs: doctor measures the steps an epoch and sets the real length.
+    elif facts.epochs is not None and isinstance(facts.epochs.default, (int, float)) and int(facts.epochs.default) > 0:
+        # Counted in epochs (a number: counts_epochs chose it): doctor measures the steps an epoch and sets the
+        # real length.
         epochs = int(facts.epochs.default)
         planned, planned_from = warmup + measured, f"{epochs} epochs ({facts.epochs.flag or facts.epochs.name})"
     else:
@@ -571,7 +578,7 @@ def default_editable(repo: Path, files: list[str]) -> list[str]:
 
 
 def _has_function(module: cst.Module, qualname: str) -> bool:
-    def find(body, parts) -> bool:
+    def find(body: Sequence[cst.CSTNode], parts: list[str]) -> bool:
         for stmt in body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == parts[0]:
                 if len(parts) == 1:
@@ -621,7 +628,8 @@ def _scope(repo: Path, found: Discovery, ep: EntryPoint, spec: list[str] | None)
 # ---------------------------------------------------------------- probe, memory, git
 
 
-def _probe(repo: Path, found: Discovery, ep: EntryPoint, write: bool, warnings: list[str]):
+def _probe(repo: Path, found: Discovery, ep: EntryPoint, write: bool, warnings: list[str]
+           ) -> tuple[str | None, bool, bool]:
     """(diff or None, inserted, missing): the probe codemod on the file with the training loop."""
     texts = {rel: read_text(repo, rel) for rel in found.files}
     if any("probe.step(" in t for t in texts.values()):
