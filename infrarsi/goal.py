@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from infrarsi.byte_units import GIB, KIB, MIB, TIB
 from infrarsi.llm import LLMConfig, call_tool
+
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam
 
 EXAMPLES = (
     '"faster"',
@@ -81,7 +85,7 @@ def parse_rules(text: str) -> Goal | None:
     return goal
 
 
-_TOOL = {
+_TOOL: ToolParam = {
     "name": "set_goal",
     "description": "The user's optimization goal for a PyTorch training job, as structured fields.",
     "input_schema": {

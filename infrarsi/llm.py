@@ -38,6 +38,7 @@ DEFAULT_MAX_TOKENS = 4096
 
 if TYPE_CHECKING:  # importing the client costs seconds; only a real call needs it
     import anthropic
+    from anthropic.types import ToolParam
 
 USER_ONLY = ("api_key", "base_url")
 """Settings a repository's config may not make."""
@@ -188,7 +189,7 @@ class ToolReply(Generic[T]):
         return not self.reason
 
 
-def call_tool(config: LLMConfig, tool: dict[str, Any], prompt: str, parse: Callable[[Any], T], *,
+def call_tool(config: LLMConfig, tool: ToolParam, prompt: str, parse: Callable[[Any], T], *,
               system: str | None = None, max_tokens: int | None = None) -> ToolReply[T]:
     """Ask the configured model to call ``tool`` once on ``prompt`` and ``parse`` its input (raising
     :class:`MalformedReply`, or another ValueError, when it is wrong). The one place InfraRSI sends a request: every failure,
@@ -200,7 +201,7 @@ def call_tool(config: LLMConfig, tool: dict[str, Any], prompt: str, parse: Calla
         message = make_client(config).messages.create(
             model=config.model, max_tokens=max_tokens or config.max_tokens, tools=[tool],
             tool_choice={"type": "tool", "name": name}, messages=[{"role": "user", "content": prompt}],
-            **({"system": system} if system else {}))
+            system=system or anthropic.omit)
     # Subclasses before their bases: a timeout is a connection error, a 429 a status error.
     except anthropic.APITimeoutError:
         return ToolReply(reason="timeout", message=f"timed out after {config.timeout_s:g} s ({config.max_retries} retries)")
@@ -216,7 +217,7 @@ def call_tool(config: LLMConfig, tool: dict[str, Any], prompt: str, parse: Calla
         return ToolReply(reason="malformed", message=f"unreadable response: {err}")
     except anthropic.AnthropicError as err:
         return ToolReply(reason="api_error", message=str(err))
-    calls = [b for b in message.content if getattr(b, "type", None) == "tool_use" and b.name == name]
+    calls = [b for b in message.content if b.type == "tool_use" and b.name == name]
     try:
         if len(calls) != 1:
             kinds = [getattr(b, "type", "?") for b in message.content]

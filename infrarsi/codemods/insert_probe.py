@@ -17,7 +17,9 @@ the loss), times ``WORLD_SIZE`` for scripts run under torchrun.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeGuard, TypeVar
 
 import libcst as cst
 from libcst.codemod import (
@@ -34,7 +36,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from infrarsi.knobs.source import dotted, walk
 
 
-def _is_backward(node: cst.CSTNode) -> bool:
+def _is_backward(node: cst.CSTNode) -> TypeGuard[cst.Call]:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward"
 
 
@@ -45,17 +47,17 @@ def _is_optimizer_step(node: cst.CSTNode) -> bool:
     return ("opt" in owner and "sched" not in owner) or owner.endswith("scaler")
 
 
-def _contains(node: cst.CSTNode, pred) -> bool:
+def _contains(node: cst.CSTNode, pred: Callable[[cst.CSTNode], bool]) -> bool:
     return any(pred(n) for n in walk(node))
 
 
-def _loops(node: cst.CSTNode):
+def _loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
     return [n for n in walk(node) if isinstance(n, (cst.For, cst.While))]
 
 
 def _loss_expr(backward: cst.Call) -> cst.BaseExpression:
     """What ``.backward()`` was called on; ``scaler.scale(loss).backward()`` means ``loss``."""
-    target = backward.func.value
+    target = cst.ensure_type(backward.func, cst.Attribute).value  # ``<target>.backward``
     if isinstance(target, cst.Call) and dotted(target.func).endswith("scale") and target.args:
         return target.args[0].value
     return target
@@ -83,11 +85,15 @@ def _input_name(module: cst.Module, loop: cst.CSTNode, loss: cst.BaseExpression)
                     found.append((module.code_for_node(call.func).lower(), call.args[0].value.value))
             names |= {n.value for n in walk(node.value) if isinstance(n, cst.Name)}
     model_like = [name for func, name in found if any(w in func for w in ("model", "net", "module", "forward"))]
-    return (model_like or [name for _, name in found] or [None])[0]
+    candidates = model_like or [name for _, name in found]
+    return candidates[0] if candidates else None
+
+
+_Loop = TypeVar("_Loop", cst.For, cst.While)
 
 
 def _stmt(code: str) -> cst.SimpleStatementLine:
-    return cst.parse_statement(code)
+    return cst.ensure_type(cst.parse_statement(code), cst.SimpleStatementLine)
 
 
 class InsertProbeCommand(VisitorBasedCodemodCommand):
@@ -132,7 +138,8 @@ class InsertProbeCommand(VisitorBasedCodemodCommand):
             AddImportsVisitor.add_needed_import(self.context, "os")
         AddImportsVisitor.add_needed_import(self.context, "infrarsi", "probe")
 
-    def leave_SimpleStatementLine(self, original, updated):
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+                                  ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
         if self.accumulates and original is self.backward_stmt:
             return cst.FlattenSentinel([
                 updated,
@@ -141,7 +148,7 @@ class InsertProbeCommand(VisitorBasedCodemodCommand):
             ])
         return updated
 
-    def _probe_loop(self, original, updated):
+    def _probe_loop(self, original: _Loop, updated: _Loop) -> _Loop:
         if original is not self.loop or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         body = list(updated.body.body)

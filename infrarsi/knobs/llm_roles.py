@@ -24,12 +24,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infrarsi.knobs.raw import RawKnob
 from infrarsi.knobs.source import ParsedFile
 from infrarsi.llm import LLMConfig, MalformedReply, call_tool
 from infrarsi.records.files import claims_path
+
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam
 
 TOOL_NAME = "classify_knobs"
 CLAIMABLE = ("micro_batch", "grad_accum", "threads", "dataloader_workers", "dataloader_pin_memory",
@@ -65,7 +68,7 @@ class ClaimsResult:
     message: str = ""
 
 
-def tool_definition(names: list[str]) -> dict[str, Any]:
+def tool_definition(names: list[str]) -> ToolParam:
     claim = {
         "type": "object",
         "properties": {

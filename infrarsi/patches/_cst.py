@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -16,7 +16,7 @@ def code(node: cst.CSTNode) -> str:
     return _EMPTY.code_for_node(node).strip()
 
 
-def dotted(node: cst.BaseExpression) -> str | None:
+def dotted(node: cst.CSTNode | None) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, None for anything else."""
     if isinstance(node, cst.Name):
         return node.value
@@ -63,6 +63,12 @@ def single_assign(stmt: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         return small.targets[0].target.value, small.value
     return None
+
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The blank and comment lines above a statement (both kinds of statement have them; their base
+    class does not say so)."""
+    return stmt.leading_lines if isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) else ()
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

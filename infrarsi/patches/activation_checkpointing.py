@@ -13,6 +13,7 @@ activation-checkpointing knob is tuned through that knob instead.
 from __future__ import annotations
 
 import libcst as cst
+from libcst.codemod import CodemodContext
 
 from infrarsi.patches._cst import code, dotted
 from infrarsi.patches._gate import add_gate
@@ -47,33 +48,34 @@ def _block_call(loop: cst.For) -> tuple[str, cst.Call] | None:
 class CheckpointCodemod(PatchCodemod):
     DESCRIPTION = "Recompute each transformer block in backward (activation checkpointing), behind a knob."
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
         self.in_forward = 0
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.in_forward += node.name.value == "forward"
 
-    def leave_FunctionDef(self, original_node, updated_node):
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         self.in_forward -= original_node.name.value == "forward"
         return updated_node
 
-    def leave_For(self, original_node: cst.For, updated_node: cst.For):
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         found = _block_call(original_node) if self.in_forward else None
         if found is None:
             return updated_node
         hidden, call = found
-        block = original_node.target.value
+        block = cst.ensure_type(original_node.target, cst.Name).value  # _block_call found a name there
         args = ", ".join(code(a).rstrip(", ") for a in call.args)
-        gated = cst.parse_statement(
+        gated = cst.ensure_type(cst.parse_statement(
             f"if {KNOB}:\n"
             f"    {hidden} = torch.utils.checkpoint.checkpoint({block}, {args}, use_reentrant=False)\n"
             f"else:\n"
             f"    pass\n"
-        )
+        ), cst.If)
         # the original call line, comment and all, is the else branch
         original_line = updated_node.body.body[0].with_changes(leading_lines=[])
-        gated = gated.with_changes(orelse=gated.orelse.with_changes(body=gated.orelse.body.with_changes(body=[original_line])))
+        orelse = cst.ensure_type(gated.orelse, cst.Else)
+        gated = gated.with_changes(orelse=orelse.with_changes(body=orelse.body.with_changes(body=[original_line])))
         self.mark(original_node, f"blocks of {dotted(original_node.iter)} keep their activations: checkpoint them")
         self.add_needed_import("torch.utils.checkpoint")
         return updated_node.with_changes(body=updated_node.body.with_changes(body=[gated]))

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import libcst as cst
 
-from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, names_in, walk
+from infrarsi.patches._cst import DEVICES, code, dotted, imports_name, leading_lines, names_in, walk
 from infrarsi.patches.base import Patch, PatchCodemod
 from infrarsi.priors.builtin import DTYPE, Belief
 
@@ -92,8 +92,8 @@ class AutocastCodemod(PatchCodemod):
             self.mark(original[start], f"{loss} is computed in float32: autocast runs its matmuls in bfloat16",
                       end=original[i - 1])
             inner = [s.with_changes(leading_lines=[]) if j == 0 else s for j, s in enumerate(body[start:i])]
-            block = cst.parse_statement(f"with {AUTOCAST}:\n    pass\n")
-            block = block.with_changes(leading_lines=body[start].leading_lines,
+            block = cst.ensure_type(cst.parse_statement(f"with {AUTOCAST}:\n    pass\n"), cst.With)
+            block = block.with_changes(leading_lines=leading_lines(body[start]),
                                        body=block.body.with_changes(body=inner))
             body[start:i] = [block]
         return updated_node.with_changes(body=body)

@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.codemod import (
     Codemod,
     CodemodContext,
+    TransformExit,
     TransformFailure,
     TransformSkip,
     VisitorBasedCodemodCommand,
@@ -88,7 +89,8 @@ class PatchCodemod(VisitorBasedCodemodCommand):
     # No patch uses libcst's matcher decorators; their bookkeeping on every node made each codemod
     # pass three times slower than a plain transformer's. Dispatch as a plain transformer does.
     on_visit = cst.CSTTransformer.on_visit
-    on_leave = cst.CSTTransformer.on_leave
+    # libcst declares the matcher transformer's on_leave without FlattenSentinel, which the plain one returns.
+    on_leave = cst.CSTTransformer.on_leave  # type: ignore[assignment]
     on_visit_attribute = cst.CSTTransformer.on_visit_attribute
     on_leave_attribute = cst.CSTTransformer.on_leave_attribute
 
@@ -184,6 +186,8 @@ class Patch:
         result = transform_module(command, source)
         if isinstance(result, TransformFailure):
             raise PatchError(f"{self.name}: {type(result.error).__name__}: {result.error}")
+        if isinstance(result, TransformExit):  # libcst caught a Ctrl+C inside the codemod: pass it on
+            raise KeyboardInterrupt
         if isinstance(result, TransformSkip) or not command.found:
             return Rewrite(source, [], [])
         return Rewrite(result.code, command.sites(path), command.knobs)
@@ -209,7 +213,8 @@ def diff_hunks(path: str, before: str, after: str) -> list[Hunk]:
         )
     )
     hunks: list[Hunk] = []
-    header, body = "", []
+    header = ""
+    body: list[str] = []
     for line in lines[2:]:
         if line.startswith("@@"):
             if header:

@@ -15,8 +15,9 @@ nanoGPT's ``require_backward_grad_sync``) are left alone.
 from __future__ import annotations
 
 import libcst as cst
+from libcst.codemod import CodemodContext
 
-from infrarsi.patches._cst import code, dotted, imports_name, names_in
+from infrarsi.patches._cst import code, dotted, imports_name, leading_lines, names_in
 from infrarsi.patches.base import Patch, PatchCodemod
 from infrarsi.priors.builtin import Belief, Effect
 
@@ -30,7 +31,7 @@ def _ddp_models(module: cst.Module) -> set[str]:
             if isinstance(node.value, cst.Call):
                 name = (dotted(node.value.func) or "").rpartition(".")[2]
                 if name in ("DistributedDataParallel", "DDP"):
-                    found.update(dotted(t.target) for t in node.targets if isinstance(t.target, cst.Name))
+                    found.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
 
     module.visit(_Find())
     return found
@@ -50,7 +51,7 @@ def _calls(node: cst.CSTNode) -> list[str]:
 class NoSyncCodemod(PatchCodemod):
     DESCRIPTION = "Skip DDP's all-reduce on accumulation micro-steps that do not step the optimizer."
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
         self.models: set[str] = set()
 
@@ -61,9 +62,11 @@ class NoSyncCodemod(PatchCodemod):
         # the script already controls when DDP syncs
         return bool(self.models) and "no_sync" not in source and "require_backward_grad_sync" not in source
 
-    def leave_For(self, original_node: cst.For, updated_node: cst.For):
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         if not self.models or not isinstance(original_node.target, cst.Name):
             return updated_node
+        if not isinstance(original_node.body, cst.IndentedBlock) or not isinstance(updated_node.body, cst.IndentedBlock):
+            return updated_node  # a body on the loop's own line: no statement to wrap in a with
         it = original_node.iter
         if not (isinstance(it, cst.Call) and dotted(it.func) == "range" and len(it.args) == 1):
             return updated_node
@@ -81,16 +84,16 @@ class NoSyncCodemod(PatchCodemod):
         step, count = original_node.target.value, code(it.args[0].value)
         if step in names_in(it.args[0].value):
             return updated_node
-        head = cst.parse_statement(
+        head = cst.ensure_type(cst.parse_statement(
             f'with {model}.no_sync() if {step} < {count} - 1 and hasattr({model}, "no_sync") else {self.nullcontext}:\n'
             f"    pass\n"
-        )
+        ), cst.With)
         inner = list(updated_node.body.body[first : last + 1])
         inner[0] = inner[0].with_changes(leading_lines=[])
         comment = cst.EmptyLine(comment=cst.Comment("# DDP all-reduces the accumulated gradients once, on the last micro-step"))
         wrapped = head.with_changes(
             body=head.body.with_changes(body=inner),
-            leading_lines=[*body[first].leading_lines, comment],
+            leading_lines=[*leading_lines(body[first]), comment],
         )
         new_body = [*updated_node.body.body[:first], wrapped, *updated_node.body.body[last + 1 :]]
         self.mark(original_node, f"every micro-step all-reduces {model}'s gradients: sync only on the last")

@@ -20,8 +20,11 @@ rejected there).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import libcst as cst
 import libcst.matchers as m
+from libcst.codemod import CodemodContext
 
 from infrarsi.contract import Knob
 from infrarsi.patches._cst import after_imports, code
@@ -45,7 +48,7 @@ def _call_attr(stmt: cst.CSTNode, attr: str) -> bool:
 
 def _batch_names(loop: cst.For) -> list[str]:
     """The names a ``for`` loop binds to its batch (the counter of ``enumerate`` excluded)."""
-    target = loop.target
+    target: cst.BaseExpression = loop.target
     if isinstance(loop.iter, cst.Call) and (code(loop.iter.func) == "enumerate") and isinstance(target, cst.Tuple) \
             and len(target.elements) == 2:
         target = target.elements[1].value
@@ -57,7 +60,7 @@ def _batch_names(loop: cst.For) -> list[str]:
 class GradientAccumulationCodemod(PatchCodemod):
     DESCRIPTION = "Split each step's batch into micro-batches that accumulate gradients (global batch kept)."
 
-    def __init__(self, context):
+    def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
         self.sum_losses: set[str] = set()
         """What a sum-reduced loss is called by: a name a loss function built with ``reduction='sum'``
@@ -77,7 +80,7 @@ class GradientAccumulationCodemod(PatchCodemod):
             grown = len(self.sum_losses) > before
         return True
 
-    def _sum_reduced(self, nodes: list[cst.CSTNode]) -> bool:
+    def _sum_reduced(self, nodes: Sequence[cst.CSTNode]) -> bool:
         called = {code(c.func) for n in nodes for c in m.findall(n, m.Call()) if isinstance(c, cst.Call)}
         return any(_sums(code(n)) for n in nodes) or bool(called & self.sum_losses)
 
@@ -97,16 +100,20 @@ class GradientAccumulationCodemod(PatchCodemod):
         chunked = [n for n in names if n in used]
         if not chunked:
             return updated_node
-        backward = body[end].body[0].value
-        name = code(backward.func.value)
+        # _call_attr found body[end] to be a statement of one call, ``<loss>.backward(...)``.
+        statement = cst.ensure_type(body[end], cst.SimpleStatementLine)
+        backward = cst.ensure_type(cst.ensure_type(statement.body[0], cst.Expr).value, cst.Call)
+        func = cst.ensure_type(backward.func, cst.Attribute)
+        name = code(func.value)
         loss = name if self._sum_reduced(section) else f"({name} * (len({chunked[0]}) / len({FULL}[0])))"
-        new_back = body[end].with_changes(body=[cst.Expr(backward.with_changes(
-            func=backward.func.with_changes(value=cst.parse_expression(loss))))])
+        new_back = statement.with_changes(body=[cst.Expr(backward.with_changes(
+            func=func.with_changes(value=cst.parse_expression(loss))))])
         names_tuple = ", ".join(chunked) + ("," if len(chunked) == 1 else "")  # zip yields tuples
         full = cst.parse_statement(f"{FULL} = ({names_tuple})\n")
-        inner = cst.parse_statement(f"for {names_tuple} in zip(*(t.chunk({KNOB}) for t in {FULL})):\n    pass\n")
+        inner = cst.ensure_type(
+            cst.parse_statement(f"for {names_tuple} in zip(*(t.chunk({KNOB}) for t in {FULL})):\n    pass\n"), cst.For)
         inner_body, before, after = [*section[:-1], new_back], [full], []
-        if isinstance(backward.func.value, cst.Name) and name in {n.value for s in body[end + 1:] for n in _names(s)}:
+        if isinstance(func.value, cst.Name) and name in {n.value for s in body[end + 1:] for n in _names(s)}:
             # The loop reads its loss after the step (a log line, a running total): it gets the whole
             # batch's, as before the split, not the last micro-batch's.
             before.append(cst.parse_statement(f"{BATCH_LOSS} = 0.0\n"))
@@ -163,7 +170,7 @@ def _sums(source: str) -> bool:
     return any(f in source for f in ("reduction='sum'", 'reduction="sum"', "size_average=False"))
 
 
-def _names(node: cst.CSTNode):
+def _names(node: cst.CSTNode) -> Iterator[cst.Name]:
     if isinstance(node, cst.Name):
         yield node
     for child in node.children:

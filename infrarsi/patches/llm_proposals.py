@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infrarsi.contract import Contract
 from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
@@ -37,6 +37,9 @@ from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, appl
 from infrarsi.patches.diff_patch import diff_id as _content_id
 from infrarsi.project import editable_sources
 from infrarsi.records.files import patch_dir, proposals_path
+
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam
 
 TOOL_NAME = "propose_patches"
 MAX_PATCHES = 5
@@ -100,7 +103,7 @@ class ProposalResult:
         return [p.name for p in self.patches]
 
 
-def tool_definition() -> dict[str, Any]:
+def tool_definition() -> ToolParam:
     entry = {
         "type": "object",
         "properties": {

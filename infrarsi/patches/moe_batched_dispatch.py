@@ -17,7 +17,10 @@ forward pass matches the loop bit for bit on CPU and gradients to float rounding
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
+from libcst.codemod import CodemodContext
 
 from infrarsi.patches._cst import arg, code, dotted, int_value, names_in, single_assign, strip_parens
 from infrarsi.patches.base import Patch, PatchCodemod
@@ -34,8 +37,8 @@ def _selection(stmt: cst.BaseStatement, index: str) -> tuple[str, str, cst.BaseE
     target = assign.targets[0].target if len(assign.targets) == 1 else None
     if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
         return None
-    names = [dotted(e.value) for e in target.elements]
-    if not all(isinstance(e.value, cst.Name) for e in target.elements):
+    names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+    if len(names) != len(target.elements):
         return None
     value = assign.value
     if isinstance(value, cst.Call) and dotted(value.func) == "torch.where" and len(value.args) == 1:
@@ -66,7 +69,7 @@ def _is_skip(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def _only_continue(stmt) -> bool:
+def _only_continue(stmt: cst.CSTNode) -> bool:
     if isinstance(stmt, cst.Continue):
         return True
     return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Continue)
@@ -94,7 +97,8 @@ def _indexed(node: cst.BaseExpression, tok: str, slot: str, width: int) -> cst.B
     return node.value
 
 
-def _expert_call(node: cst.BaseExpression, tok: str, expert: str | None, experts: str | None, index: str):
+def _expert_call(node: cst.BaseExpression, tok: str, expert: str | None, experts: str | None, index: str
+                 ) -> tuple[cst.BaseExpression, str] | None:
     """``(x, experts_attr)`` from ``expert(x[tok])`` or ``self.experts[index](x[tok])``."""
     node = strip_parens(node)
     if not (isinstance(node, cst.Call) and len(node.args) == 1):
@@ -112,7 +116,8 @@ def _expert_call(node: cst.BaseExpression, tok: str, expert: str | None, experts
     return (x.value, attr) if attr and attr.startswith("self.") else None
 
 
-def _accumulate(stmts, tok: str, slot: str, expert: str | None, experts: str | None, index: str):
+def _accumulate(stmts: Sequence[cst.BaseStatement], tok: str, slot: str, expert: str | None, experts: str | None,
+                index: str) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression, str] | None:
     """``(out, top_w, x, experts_attr)`` from the accumulation line, or None.
 
     The weighted output may be named first: ``y = expert(x[tok]) * top_w[tok, slot, None]``
@@ -134,12 +139,11 @@ def _accumulate(stmts, tok: str, slot: str, expert: str | None, experts: str | N
         if not (isinstance(target, cst.Subscript) and len(target.slice) == 1 and code(target.slice[0].slice) == tok):
             return None
         out, contribution = target.value, small.value
-    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute) \
-            and small.value.func.attr.value == "index_add_" and len(small.value.args) == 3:
-        call = small.value
+    elif isinstance(small, cst.Expr) and isinstance(call := small.value, cst.Call) \
+            and isinstance(func := call.func, cst.Attribute) and func.attr.value == "index_add_" and len(call.args) == 3:
         if int_value(call.args[0].value) != 0 or dotted(call.args[1].value) != tok:
             return None
-        out, contribution = call.func.value, call.args[2].value
+        out, contribution = func.value, call.args[2].value
     else:
         return None
     if named is not None:
@@ -164,9 +168,10 @@ def _loop_head(node: cst.For) -> tuple[str, str | None, str | None] | None:
         return None
     if dotted(it.func) == "enumerate" and len(it.args) == 1 and isinstance(node.target, cst.Tuple):
         elements = node.target.elements
+        names = [e.value.value for e in elements if isinstance(e.value, cst.Name)]
         experts = dotted(it.args[0].value)
-        if len(elements) == 2 and all(isinstance(e.value, cst.Name) for e in elements) and experts and experts.startswith("self."):
-            return elements[0].value.value, elements[1].value.value, experts
+        if len(elements) == 2 and len(names) == 2 and experts and experts.startswith("self."):
+            return names[0], names[1], experts
     if dotted(it.func) == "range" and len(it.args) == 1 and isinstance(node.target, cst.Name):
         return node.target.value, None, None
     return None
@@ -175,14 +180,14 @@ def _loop_head(node: cst.For) -> tuple[str, str | None, str | None] | None:
 class MoeDispatchCodemod(PatchCodemod):
     DESCRIPTION = "Replace a Python loop over MoE experts with a sorted, batched dispatch."
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
         self.functions: list[cst.FunctionDef] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
 
-    def leave_FunctionDef(self, original_node, updated_node):
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         self.functions.pop()
         return updated_node
 
@@ -200,9 +205,12 @@ class MoeDispatchCodemod(PatchCodemod):
         self.functions[-1].body.visit(_Names())
         return names
 
-    def leave_For(self, original_node: cst.For, updated_node: cst.For):
+    def leave_For(self, original_node: cst.For, updated_node: cst.For
+                  ) -> cst.For | cst.FlattenSentinel[cst.BaseStatement]:
         head = _loop_head(original_node)
         if head is None or not self.functions or original_node.orelse is not None:
+            return updated_node
+        if not isinstance(original_node.body, cst.IndentedBlock):  # one line: no selection statement to read
             return updated_node
         index, expert, experts = head
         body = list(original_node.body.body)
@@ -219,7 +227,8 @@ class MoeDispatchCodemod(PatchCodemod):
         if found is None:
             return updated_node
         out, top_w, x, experts_attr = found
-        if len(rest) == 2 and single_assign(rest[0])[0] in self._read_after(original_node):
+        # Two statements: _accumulate found the first to name the weighted output.
+        if len(rest) == 2 and (named := single_assign(rest[0])) is not None and named[0] in self._read_after(original_node):
             return updated_node
         if expert is None and not experts_attr:
             return updated_node

@@ -10,6 +10,7 @@ GPU-only and skipped on CPU; functions that already pin are left alone.
 from __future__ import annotations
 
 import libcst as cst
+from libcst.codemod import CodemodContext
 
 from infrarsi.patches._cst import code, dotted, has_star_args
 from infrarsi.patches._optim import keyword, with_keyword
@@ -28,14 +29,14 @@ def _device_arg(call: cst.Call) -> bool:
 class PinnedCodemod(PatchCodemod):
     DESCRIPTION = "Pin host batches and copy them to the GPU without blocking."
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
         self.batch_functions = 0
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.batch_functions += "batch" in node.name.value.lower() and "pin_memory" not in code(node)
 
-    def leave_FunctionDef(self, original_node, updated_node):
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         self.batch_functions -= "batch" in original_node.name.value.lower() and "pin_memory" not in code(original_node)
         return updated_node
 
@@ -50,10 +51,11 @@ class PinnedCodemod(PatchCodemod):
         func = original_node.func
         if not (self.batch_functions and isinstance(func, cst.Attribute)):
             return updated_node
+        tensor = cst.ensure_type(updated_node.func, cst.Attribute).value  # still the attribute it was
         if func.attr.value == "to" and _device_arg(original_node):
-            copy = f"{code(updated_node.func.value)}.pin_memory().to({code(original_node.args[0].value)}, non_blocking=True)"
+            copy = f"{code(tensor)}.pin_memory().to({code(original_node.args[0].value)}, non_blocking=True)"
         elif func.attr.value == "cuda" and not original_node.args:
-            copy = f"{code(updated_node.func.value)}.pin_memory().cuda(non_blocking=True)"
+            copy = f"{code(tensor)}.pin_memory().cuda(non_blocking=True)"
         else:
             return updated_node
         self.mark(original_node, "blocking copy from pageable memory: pin it and copy with non_blocking=True")

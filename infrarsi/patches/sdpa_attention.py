@@ -19,9 +19,12 @@ The register_buffer'd mask stays: removing it would change the model's state_dic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
+from libcst.codemod import CodemodContext
 
 from infrarsi.patches._cst import (
     arg,
@@ -29,6 +32,7 @@ from infrarsi.patches._cst import (
     dotted,
     functional_prefix,
     int_value,
+    leading_lines,
     names_in,
     single_assign,
     strip_parens,
@@ -42,7 +46,7 @@ _NEG_INF = {"float('-inf')", 'float("-inf")', "-float('inf')", '-float("inf")', 
             "float('-Inf')", "-np.inf", "-numpy.inf"}
 
 
-def _is_einsum(node: cst.BaseExpression) -> bool:
+def _is_einsum(node: cst.BaseExpression) -> TypeGuard[cst.Call]:
     return isinstance(node, cst.Call) and dotted(node.func) in ("torch.einsum", "einsum")
 
 
@@ -50,7 +54,10 @@ def _einsum_spec(call: cst.Call) -> list[str] | None:
     first = call.args[0].value if call.args else None
     if not isinstance(first, cst.SimpleString) or len(call.args) != 3:
         return None
-    spec = first.evaluated_value.replace(" ", "")
+    spec = first.evaluated_value
+    if not isinstance(spec, str):  # a bytes literal is no einsum equation
+        return None
+    spec = spec.replace(" ", "")
     if "->" not in spec or "..." in spec:
         return None
     ins, out = spec.split("->")
@@ -115,7 +122,7 @@ def _scores(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpre
     return (pair[0], key) if key is not None else None
 
 
-def _split_scale(node: cst.BaseExpression):
+def _split_scale(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression | None, bool]:
     """``(unscaled, scale, divide)`` for ``x * s``, ``s * x`` or ``x / d``; else ``(node, None, False)``."""
     node = strip_parens(node)
     if isinstance(node, cst.BinaryOperation):
@@ -278,8 +285,8 @@ def _buffers(cls: cst.ClassDef) -> dict[str, cst.BaseExpression]:
         def visit_Call(self, node: cst.Call) -> None:
             if dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
                 key = node.args[0].value
-                if isinstance(key, cst.SimpleString):
-                    found[key.evaluated_value] = node.args[1].value
+                if isinstance(key, cst.SimpleString) and isinstance(name := key.evaluated_value, str):
+                    found[name] = node.args[1].value
 
         def visit_Assign(self, node: cst.Assign) -> None:
             target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
@@ -307,7 +314,7 @@ class _Attention:
         return self.window[-1]
 
 
-def _match(stmts, i: int, masks: _Masks, sdpa: str) -> _Attention | None:
+def _match(stmts: Sequence[cst.BaseStatement], i: int, masks: _Masks, sdpa: str) -> _Attention | None:
     first = single_assign(stmts[i])
     if first is None:
         return None
@@ -328,8 +335,8 @@ def _match(stmts, i: int, masks: _Masks, sdpa: str) -> _Attention | None:
                 scale, divide, a = step[1].right, isinstance(op, cst.Divide), step[0]
                 temps.add(a)
                 j += 1
-        elif isinstance(stmts[j], cst.SimpleStatementLine) and len(stmts[j].body) == 1:
-            aug = stmts[j].body[0]
+        elif isinstance(line := stmts[j], cst.SimpleStatementLine) and len(line.body) == 1:
+            aug = line.body[0]
             if isinstance(aug, cst.AugAssign) and dotted(aug.target) == a and isinstance(aug.operator, (cst.MultiplyAssign, cst.DivideAssign)):
                 scale, divide = aug.value, isinstance(aug.operator, cst.DivideAssign)
                 j += 1
@@ -394,14 +401,15 @@ def _match(stmts, i: int, masks: _Masks, sdpa: str) -> _Attention | None:
     avoid = temps | names_in(q) | names_in(k)
     while j < len(stmts):
         out = single_assign(stmts[j])
-        if out is not None and _weighted_sum(out[1], a) is not None:
+        v = _weighted_sum(out[1], a) if out is not None else None
+        if out is not None and v is not None:
             break
         if not isinstance(stmts[j], cst.SimpleStatementLine) or names_in(stmts[j]) & avoid:
             return None
         j += 1
     else:
         return None
-    y, v = out[0], _weighted_sum(out[1], a)
+    y = out[0]
     window.append(j)
     temps.discard(y)
     args = [cst.Arg(strip_parens(q)), cst.Arg(strip_parens(k)), cst.Arg(strip_parens(v))]
@@ -412,9 +420,11 @@ def _match(stmts, i: int, masks: _Masks, sdpa: str) -> _Attention | None:
     if scale_value is not None:
         args.append(_kw("scale", scale_value))
     call = cst.Call(func=cst.parse_expression(sdpa), args=args)
-    replacement = stmts[i].with_changes(
+    # Lines single_assign read: simple statements both.
+    replacement = cst.ensure_type(stmts[i], cst.SimpleStatementLine).with_changes(
         body=[cst.Assign(targets=[cst.AssignTarget(cst.Name(y))], value=call)],
-        trailing_whitespace=cst.TrailingWhitespace(newline=stmts[j].trailing_whitespace.newline),
+        trailing_whitespace=cst.TrailingWhitespace(
+            newline=cst.ensure_type(stmts[j], cst.SimpleStatementLine).trailing_whitespace.newline),
     )
     return _Attention(window, masks.used_local, replacement, temps)
 
@@ -435,7 +445,7 @@ def _kw(name: str, value: cst.BaseExpression) -> cst.Arg:
 class SdpaCodemod(PatchCodemod):
     DESCRIPTION = "Replace hand-written causal attention with F.scaled_dot_product_attention(is_causal=True)."
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
         self.classes: list[cst.ClassDef] = []
         self.functions: list[cst.FunctionDef] = []
@@ -451,18 +461,19 @@ class SdpaCodemod(PatchCodemod):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.classes.append(node)
 
-    def leave_ClassDef(self, original_node, updated_node):
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         self.classes.pop()
         return updated_node
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
 
-    def leave_FunctionDef(self, original_node, updated_node):
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         self.functions.pop()
         return updated_node
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+                            ) -> cst.IndentedBlock:
         if not self.functions:
             return updated_node
         function = self.functions[-1]
@@ -470,7 +481,7 @@ class SdpaCodemod(PatchCodemod):
             self.has_sdpa[id(function)] = "scaled_dot_product_attention" in code(function)
         if self.has_sdpa[id(function)]:
             return updated_node
-        buffers = {}
+        buffers: dict[str, cst.BaseExpression] = {}
         if self.classes:
             cls = self.classes[-1]
             if id(cls) not in self.buffers:
@@ -490,10 +501,10 @@ class SdpaCodemod(PatchCodemod):
                     end=stmts[match.end],
                 )
                 # comments written above any replaced line stay, above the replacement
-                comments = [line for k in match.window[1:] for line in stmts[k].leading_lines if line.comment]
-                replace[match.end] = match.replacement.with_changes(leading_lines=[*stmts[i].leading_lines, *comments])
+                comments = [line for k in match.window[1:] for line in leading_lines(stmts[k]) if line.comment]
+                replace[match.end] = match.replacement.with_changes(leading_lines=[*leading_lines(stmts[i]), *comments])
                 drop.update(match.window[:-1])
-                if match.removed_mask is not None and self._only_use(stmts, match):
+                if match.removed_mask is not None and self._only_use(stmts, match, match.removed_mask):
                     drop.add(match.removed_mask)
                 i = match.end + 1
                 continue
@@ -506,10 +517,10 @@ class SdpaCodemod(PatchCodemod):
         body = [replace.get(k, stmt) for k, stmt in enumerate(updated_node.body) if k not in drop]
         return updated_node.with_changes(body=body)
 
-    def _temps_dead(self, match: _Attention, stmts) -> bool:
+    def _temps_dead(self, match: _Attention, stmts: Sequence[cst.BaseStatement]) -> bool:
         """The attention weights must not be read after the replaced statements (returned, logged…)."""
         end_line = self.position(stmts[match.end]).end.line
-        late = []
+        late: list[cst.Name] = []
 
         class _Reads(cst.CSTVisitor):
             def visit_Name(inner, node: cst.Name) -> None:
@@ -519,10 +530,13 @@ class SdpaCodemod(PatchCodemod):
         self.functions[-1].body.visit(_Reads())
         return not late
 
-    def _only_use(self, stmts, match: _Attention) -> bool:
-        """A local mask can go when nothing but the replaced statements reads it."""
-        name = single_assign(stmts[match.removed_mask])[0]
-        keep = set(match.window) | {match.removed_mask}
+    def _only_use(self, stmts: Sequence[cst.BaseStatement], match: _Attention, mask: int) -> bool:
+        """A local mask (assigned at ``mask``) can go when nothing but the replaced statements reads it."""
+        assigned = single_assign(stmts[mask])
+        if assigned is None:  # never: the mask was recorded from this assignment
+            return False
+        name = assigned[0]
+        keep = set(match.window) | {mask}
         return all(name not in names_in(s) for k, s in enumerate(stmts) if k not in keep)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
 from infrarsi.priors.builtin import builtin_table
@@ -25,6 +25,9 @@ from infrarsi.priors.types import (
     PriorStatus,
     PriorTable,
 )
+
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam
 
 TOOL_NAME = "record_priors"
 MAX_SOURCE_CHARS = 60_000
@@ -41,7 +44,7 @@ units, > 0) that reflects your confidence. Be specific to the hardware: CPU and 
 Answer only by calling the record_priors tool, once, with keys exactly as listed."""
 
 
-def tool_definition(keys: list[str]) -> dict[str, Any]:
+def tool_definition(keys: list[str]) -> ToolParam:
     number = {"type": "number"}
     sd = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SD}
     entry = {
