@@ -50,9 +50,9 @@ def scope_problem(contract: Contract, changed: list[str], workdir: Path) -> str 
     return None
 
 
-def tokens_problem(steps: list[Step], expected: int, expected_samples: int = 0) -> str | None:
+def tokens_problem(steps: list[Step], expected: int, expected_samples: int | None = 0) -> str | None:
     """Every step must consume the contract's tokens (and samples) per step. 0 in the contract: init
-    could not derive it; doctor learns it from the baseline's steps."""
+    could not derive it; doctor learns it from the baseline's steps (None samples: not fixed either)."""
     for step in steps:
         if expected and step.tokens is not None and step.tokens != expected:
             return f"step {step.index} reported {step.tokens} tokens; the contract fixes {expected} per step"

@@ -205,9 +205,9 @@ class _Trial:
                 self.fail(TrialStatus.CONTRACT if breaks_scope else TrialStatus.CRASH, reason)
                 return False
         self.values = trial_knob_values(self.contract, self.spec.candidate.knobs, job_steps(self.contract))
-        reason = workspace.write_knobs(source_knobs(self.contract, self.values))
-        if reason:
-            self.fail(TrialStatus.CRASH, reason)
+        unwritten = workspace.write_knobs(source_knobs(self.contract, self.values))
+        if unwritten:
+            self.fail(TrialStatus.CRASH, unwritten)
             return False
         self.result.hunks = workspace.hunks()
         workspace.mark_prepared()
@@ -243,44 +243,43 @@ class _Trial:
                                                        else None)})
         launched = time.monotonic()
         try:
-            self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)
+            process = self.process = TrialProcess(command, cwd=cwd, env=env, log_path=self.log_path)
         except OSError as err:
             channel.close()
             control.close()
             return self.fail(TrialStatus.CRASH, f"could not start {argv[0]}: {err}")
         try:
-            self._watch_launched(channel, control, ranks, launched, workspace)
+            self._watch_launched(process, channel, control, ranks, launched, workspace)
         finally:
             channel.close()
             control.close()
             channel.save(self.probe_path)
 
-    def _watch_launched(self, channel: RecordChannel, control: StepControl, ranks: int | None, launched: float,
-                        workspace: Workspace) -> None:
+    def _watch_launched(self, process: TrialProcess, channel: RecordChannel, control: StepControl, ranks: int | None,
+                        launched: float, workspace: Workspace) -> None:
         on_cpu = self.contract.memory.device == "cpu"
         # On a GPU the budget is device memory, judged from the probe's exit event; the host RSS
         # is still watched for the record.
-        watchdog = MemoryWatchdog(self.process, self.budget if on_cpu else None, lambda _: self.process.kill(),
+        watchdog = MemoryWatchdog(process, self.budget if on_cpu else None, lambda _: process.kill(),
                                   per_rank=self.contract.workload.launcher == "torchrun")
         feed = StepFeed(channel.take, ranks=ranks, launched_at=launched)
-        process = self.process
-        self.monitor = InterferenceMonitor(process.pid, lambda: [p.pid for p in process.members(refresh=False)],
-                                           cgroup=process.containment.cgroup,
-                                           cuda=self.contract.memory.device == "cuda")
-        control.before_stop = self.monitor.sample
+        monitor = self.monitor = InterferenceMonitor(
+            process.pid, lambda: [p.pid for p in process.members(refresh=False)], cgroup=process.containment.cgroup,
+            cuda=self.contract.memory.device == "cuda")
+        control.before_stop = monitor.sample
         watchdog.start()
-        self.monitor.start()
+        monitor.start()
         try:
-            verdict = self._watch(feed, watchdog)
+            verdict = self._watch(process, feed, watchdog)
         finally:
-            self.process.kill()
+            process.kill()
             watchdog.stop()
-            self.monitor.stop()
+            monitor.stop()
         channel.close()
         report = feed.finish()
         self._measure(report, watchdog)
-        self._whole_process(report, control, launched)
-        disturbed = (self._interference(report, control, launched)
+        self._whole_process(process, report, control, launched)
+        disturbed = (self._interference(process, monitor, report, control, launched)
                      or accounting.startup_jumped(self.result.startup_s, self.spec.startup_limit_s))
         tampered = self._run_tampering(workspace)
         if tampered:
@@ -290,7 +289,7 @@ class _Trial:
             # evidence, and the time model needs them to learn that this setting is slow.
             self.result.step_times = [s.dt for s in report.steps[1:]]
         if verdict is None:
-            verdict = self._judge_exit(report) or self._judge_accounts(report, launched)
+            verdict = self._judge_exit(process, report) or self._judge_accounts(process, report, launched)
         if disturbed and (verdict is None or verdict[0] in (TrialStatus.ABORTED_SLOW, TrialStatus.TIMEOUT)):
             # Slow because the machine was taken, not because of the candidate.
             verdict = TrialStatus.DISTURBED, disturbed + (f" (it would have ended {verdict[0].value})" if verdict else "")
@@ -312,9 +311,9 @@ class _Trial:
                     + ": a trial may not create or change modules, bytecode or links while it runs")
         return None
 
-    def _watch(self, feed: StepFeed, watchdog: MemoryWatchdog) -> tuple[TrialStatus, str] | None:
+    def _watch(self, process: TrialProcess, feed: StepFeed, watchdog: MemoryWatchdog) -> tuple[TrialStatus, str] | None:
         """Until the run exits or must be stopped; the status that stopped it, if one did."""
-        spec, process = self.spec, self.process
+        spec = self.spec
         deadline = process.started + spec.timeout_s if spec.timeout_s else None
         seen: list[Step] = []
         while True:
@@ -376,29 +375,30 @@ class _Trial:
     def _undisturbed(self, steps: list[Step]) -> list[Step]:
         """The steps that may count as slow: read by the interference monitor and not disturbed
         (a step whose window it has not sampled past yet waits for the next poll)."""
-        limits = self.spec.background
-        if limits is None:
+        limits, monitor = self.spec.background, self.monitor
+        if limits is None or monitor is None:  # the monitor: started before the first poll
             return steps
         out = []
         for s in steps:
             if s.index not in self.step_disturbed:
-                if s.ended_at is None or not self.monitor.covers(s.ended_at):
+                if s.ended_at is None or not monitor.covers(s.ended_at):
                     continue
-                w = self.monitor.window(s.ended_at - s.dt, s.ended_at)
+                w = monitor.window(s.ended_at - s.dt, s.ended_at)
                 self.step_disturbed[s.index] = w is not None and w.disturbed(limits)
             if not self.step_disturbed[s.index]:
                 out.append(s)
         return out
 
-    def _interference(self, report: RunReport, control: StepControl, launched: float) -> str:
+    def _interference(self, process: TrialProcess, monitor: InterferenceMonitor, report: RunReport,
+                      control: StepControl, launched: float) -> str:
         """Record who else used the machine, step by step; why the run is disturbed (empty: it is not)."""
-        record = TrialInterference(cores=len(self.monitor.cores), limits=self.spec.background,
+        record = TrialInterference(cores=len(monitor.cores), limits=self.spec.background,
                                    measured_from=min(self.contract.workload.warmup_steps, max(self.spec.total_steps - 1, 0)))
         if self.result.startup_s:
-            record.startup = self.monitor.window(launched, launched + self.result.startup_s)
-        ended = [t for t in (control.stopped_at(), self.process.exited_at) if t is not None]
+            record.startup = monitor.window(launched, launched + self.result.startup_s)
+        ended = [t for t in (control.stopped_at(), process.exited_at) if t is not None]
         job_ended = min(ended) if ended else None
-        record.steps = [self.monitor.window(s.ended_at - s.dt, s.ended_at, job_ended=job_ended)
+        record.steps = [monitor.window(s.ended_at - s.dt, s.ended_at, job_ended=job_ended)
                         if s.ended_at is not None else None for s in report.steps]
         self.result.interference = record.to_dict()
         return record.disturbed()
@@ -434,22 +434,23 @@ class _Trial:
             r.rank_peak_bytes = peaks
         r.startup_s = report.startup_s
 
-    def _whole_process(self, report: RunReport, control: StepControl, launched: float) -> None:
+    def _whole_process(self, process: TrialProcess, report: RunReport, control: StepControl, launched: float) -> None:
         """Launch to exit, launch to the stop, and the parameters the job ended with, hashed here:
         nothing the job reports enters these."""
         r = self.result
         stopped_at = control.stopped_at()
         if stopped_at is not None:
             r.stopped_s = stopped_at - launched
-            if self.exited_by_itself and self.process.exited_at is not None:
-                r.process_s = self.process.exited_at - launched
+            if self.exited_by_itself and process.exited_at is not None:
+                r.process_s = process.exited_at - launched
         if report.params_pids:
             r.param_checksum = accounting.params_checksum(
                 [control.directory / f"params-{pid}.pt" for pid in report.params_pids])
 
-    def _judge_exit(self, report: RunReport) -> tuple[TrialStatus, str] | None:
+    def _judge_exit(self, process: TrialProcess, report: RunReport) -> tuple[TrialStatus, str] | None:
         """The status of a run that ended by itself."""
-        code = self.process.returncode
+        code = process.returncode
+        assert code is not None  # it ended, so it has its exit code
         steps = report.steps
         if report.problem:
             return TrialStatus.CONTRACT, report.problem
@@ -477,10 +478,11 @@ class _Trial:
             return TrialStatus.OOM, self._oom_detail(report.exit_peak_bytes, "device memory")
         return None
 
-    def _judge_accounts(self, report: RunReport, launched: float) -> tuple[TrialStatus, str] | None:
+    def _judge_accounts(self, process: TrialProcess, report: RunReport, launched: float
+                        ) -> tuple[TrialStatus, str] | None:
         """A run that ended well by itself: does its time add up, and did it train the baseline's model?"""
         r = self.result
-        run_s = self.process.exited_at - launched if self.process.exited_at is not None else None
+        run_s = process.exited_at - launched if process.exited_at is not None else None
         problem = accounting.time_problem(run_s, r.startup_s, [*r.warmup_times, *r.step_times])
         if problem:
             return TrialStatus.CONTRACT, problem
@@ -504,11 +506,11 @@ class _Trial:
         return f"{what} reached {level / GIB:.2f} GiB ({level} bytes), above the budget of {self.budget / GIB:.2f} GiB"
 
 
-def _reported(values: list[int | None], expected: int) -> int | None:
+def _reported(values: list[int | None], expected: int | None) -> int | None:
     """What the steps reported: the first value other than the contract's, if any, else the first."""
     present = [v for v in values if v is not None]
-    mismatched = [v for v in present if v != expected]
-    return (mismatched or present or [None])[0]
+    reported = [v for v in present if v != expected] or present
+    return reported[0] if reported else None
 
 
 def _exit_words(code: int) -> str:
