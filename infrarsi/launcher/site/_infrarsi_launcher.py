@@ -34,6 +34,8 @@ What the job's code could use to reach past the hooks is kept out of reach where
 holds closures, not bound methods of an object that holds the channel.
 """
 
+from __future__ import annotations
+
 import atexit
 import functools
 import importlib.util
@@ -43,6 +45,18 @@ import select
 import sys
 import time
 import weakref
+
+# Types for the checker only: importing typing would cost every process of the job at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any, TypeVar
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
 
 RECORDS = "INFRARSI_RECORDS"
 WARMUP = "INFRARSI_WARMUP_STEPS"
@@ -64,11 +78,11 @@ class _Channel:
     """The FIFO to the parent; each record is one ``os.write`` below PIPE_BUF, so records of
     several processes never interleave."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = None
+        self.fd: int | None = None
 
-    def send(self, record: dict) -> bool:
+    def send(self, record: dict[str, Any]) -> bool:
         """Whether the record went out (one too large for an atomic write is dropped)."""
         record.setdefault("rank", _rank())
         record.setdefault("pid", os.getpid())
@@ -92,10 +106,10 @@ class _Control:
     """This process's control FIFO: InfraRSI's answer after each step record. Made before the
     first step record goes out, so InfraRSI finds it when the record arrives."""
 
-    def __init__(self, channel: _Channel):
+    def __init__(self, channel: _Channel) -> None:
         self.path = channel.beside("ctl")
         os.mkfifo(self.path, 0o600)
-        self.fd = None
+        self.fd: int | None = None
 
     def stop_here(self) -> bool:
         if self.fd is None:
@@ -109,22 +123,22 @@ class _Control:
 
 
 class _Observer:
-    def __init__(self, channel: _Channel):
+    def __init__(self, channel: _Channel) -> None:
         self.channel = channel
         warmup = int(os.environ.get(WARMUP, "0") or 0)
         # Never a measured step, and inside every run's steps (InfraRSI stops no run inside its warm-up).
         flop_step = min(FLOP_STEP, warmup - 1)
         self.flop_step = flop_step if flop_step >= 0 else None
-        self.torch = None
+        self.torch: Any = None  # the job's torch once it imports it: the job's version, not the checker's
         self.optimizers_made = 0
-        self.first_optimizer = None
-        self.optimizers: dict[int, weakref.ref] = {}
-        self.top_modules: dict[int, weakref.ref] = {}
-        self.counted = None
+        self.first_optimizer: weakref.ref[Any] | None = None
+        self.optimizers: dict[int, weakref.ref[Any]] = {}
+        self.top_modules: dict[int, weakref.ref[Any]] = {}
+        self.counted: weakref.ref[Any] | None = None
         self.depth = 0
         self.in_backward = 0
-        self.scaled = None
-        self._is_compiling = lambda: False
+        self.scaled: tuple[weakref.ref[Any], Any] | None = None
+        self._is_compiling: Callable[[], bool] = lambda: False
         self.cuda_budget = int(os.environ.get(CUDA_BUDGET, "0") or 0)
         self._fresh()
 
@@ -132,19 +146,19 @@ class _Observer:
         """Per-process counters (again in a forked child, which reports as itself)."""
         self.pid = os.getpid()
         self.step = 0
-        self.via = None
+        self.via: str | None = None
         self.probe_calls = 0
         self.stop_pending = False
         self.started = False
         self.stopped = False
-        self.losses = []
+        self.losses: list[Any] = []
         self.tokens = 0
         self.samples = 0
         self.batches = 0
-        self.epoch_batches = None
-        self.flop_mode = None
+        self.epoch_batches: int | None = None
+        self.flop_mode: FlopCounterMode | None = None
         self.peak = 0
-        self.control = None
+        self.control: _Control | None = None
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -155,7 +169,7 @@ class _Observer:
         if self.flop_step == 0 and self.torch is not None:
             self.count_flops()
 
-    def before_forward(self, module, args) -> None:
+    def before_forward(self, module: Any, args: tuple[Any, ...]) -> None:
         if self.compiling():
             return
         self.depth += 1
@@ -175,7 +189,7 @@ class _Observer:
         cuda.set_per_process_memory_fraction(min(1.0, self.cuda_budget / total), device)
         self.cuda_budget = 0
 
-    def after_forward(self, module, args, *rest) -> None:
+    def after_forward(self, module: Any, args: tuple[Any, ...], *rest: Any) -> None:
         # rest is (kwargs, output), or (output,) when torch calls the hook after an exception.
         if self.compiling():
             return
@@ -183,7 +197,7 @@ class _Observer:
         if self.depth == 0 and self.torch.is_grad_enabled():
             self.count_inputs(module, args, rest[0] if len(rest) == 2 else {})
 
-    def count_inputs(self, module, args, kwargs) -> None:
+    def count_inputs(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if id(module) not in self.top_modules:
             self.top_modules[id(module)] = weakref.ref(module)
         if self.counted is not None and self.counted() is not module:
@@ -204,7 +218,7 @@ class _Observer:
         if self.counted is None:
             self.counted = weakref.ref(module)
 
-    def before_backward(self, tensors) -> None:
+    def before_backward(self, tensors: Any) -> None:
         if not self.started:
             self.start()
         torch = self.torch
@@ -218,12 +232,12 @@ class _Observer:
         if self.optimizers_made == 0:
             self.boundary("backward")
 
-    def fetched(self, epoch_batches) -> None:
+    def fetched(self, epoch_batches: int | None) -> None:
         """A DataLoader gave the job a batch; its loader makes ``epoch_batches`` a pass (None: no length)."""
         self.batches += 1
         self.epoch_batches = epoch_batches
 
-    def after_optimizer_step(self, optimizer, args, kwargs) -> None:
+    def after_optimizer_step(self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if id(optimizer) not in self.optimizers:
             self.optimizers[id(optimizer)] = weakref.ref(optimizer)
         if self.first_optimizer is None:
@@ -231,7 +245,7 @@ class _Observer:
         if self.first_optimizer() is optimizer:
             self.boundary("optimizer")
 
-    def probe_step(self, record: dict) -> None:
+    def probe_step(self, record: dict[str, Any]) -> None:
         """A ``probe.step()`` call: phases for the step the hooks ended, or the step boundary itself
         in a process that had no other before its first one."""
         self.channel.send(record)
@@ -243,7 +257,7 @@ class _Observer:
 
     # --- steps ----------------------------------------------------------------------------------
 
-    def boundary(self, via: str, *, loss=None, tokens=None) -> None:
+    def boundary(self, via: str, *, loss: float | None = None, tokens: int | None = None) -> None:
         """The end of a step, signalled ``via`` optimizer, backward or probe (the first kind seen
         in this process is the only one that counts in it)."""
         if os.getpid() != self.pid or self.stopped or self.stop_pending or self.via not in (None, via):
@@ -254,7 +268,7 @@ class _Observer:
             # float() waits for the device: the step is over when its record is written.
             loss = sum(float(x) for x in self.losses) if self.losses else None
             tokens = self.tokens or None
-        record = {"kind": "step", "step": self.step, "via": via, "loss": loss, "tokens": tokens,
+        record: dict[str, Any] = {"kind": "step", "step": self.step, "via": via, "loss": loss, "tokens": tokens,
                   "samples": self.samples or None, "batches": self.batches, "epoch_batches": self.epoch_batches}
         if self.flop_mode is not None:
             self.flop_mode.__exit__(None, None, None)
@@ -320,7 +334,7 @@ class _Observer:
         torch = self.torch
         if torch is None:
             return 0
-        params = {}
+        params: dict[int, Any] = {}
         optimizers = [ref() for ref in self.optimizers.values()]
         for optimizer in optimizers:
             for group in getattr(optimizer, "param_groups", []) if optimizer is not None else []:
@@ -344,7 +358,7 @@ class _Observer:
         self._fresh()
 
 
-def _owned_part(param, rank: int):
+def _owned_part(param: Any, rank: int) -> Any:
     """The part of ``param`` this process counts: a DTensor's local shard where this rank is the
     first of its replicas on every mesh dimension the parameter is not sharded over; a plain
     tensor only on rank 0 (the other ranks hold replicas, as under DDP); else None."""
@@ -361,7 +375,7 @@ def _owned_part(param, rank: int):
     return param.to_local()
 
 
-def _first_tensor(values, torch, depth: int = 0):
+def _first_tensor(values: Iterable[Any], torch: Any, depth: int = 0) -> Any:
     for value in values:
         if isinstance(value, torch.Tensor):
             return value
@@ -389,10 +403,10 @@ def _peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-_observer = None
+_observer: _Observer | None = None
 
 
-def send(record: dict) -> None:
+def send(record: dict[str, Any]) -> None:
     """For ``infrarsi.probe``: a model or probe record on the same channel."""
     if _observer is None:
         return
@@ -411,7 +425,7 @@ SETTINGS = ("INFRARSI_NUM_THREADS", "INFRARSI_CUDNN_BENCHMARK", "INFRARSI_TF32")
 """Speed settings the runner asks for (infrarsi/launcher/settings.py), applied as torch is imported."""
 
 
-def apply_settings(torch) -> None:
+def apply_settings(torch: Any) -> None:
     """Put the requested speed settings in place before the job's code goes on."""
     threads = os.environ.get("INFRARSI_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
@@ -423,14 +437,14 @@ def apply_settings(torch) -> None:
         torch.backends.cudnn.allow_tf32 = True
 
 
-def _apply_settings_safely(torch) -> None:
+def _apply_settings_safely(torch: Any) -> None:
     try:
         apply_settings(torch)
     except Exception as err:  # a setting this torch lacks: the job runs as written, with this line
         print(f"infrarsi launcher: cannot apply settings: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
 
-def _like(wrapper, wrapped):
+def _like(wrapper: _F, wrapped: object) -> _F:
     """The wrapped function's name and docstring on ``wrapper``, and no ``__wrapped__`` leading
     back to it (``functools.wraps`` would leave one)."""
     for name in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -441,42 +455,43 @@ def _like(wrapper, wrapped):
     return wrapper
 
 
-def _install(torch) -> None:
+def _install(torch: Any) -> None:
     """Torch is imported: apply the requested settings; hook its optimizers, modules and backward.
     Torch is handed closures, never the observer's bound methods."""
     _apply_settings_safely(torch)
     obs = _observer
+    assert obs is not None  # arm() made it before watching for torch
     obs.torch = torch
     compiler = getattr(torch, "compiler", None)
     obs._is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
     from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
-    def after_step(optimizer, args, kwargs):
+    def after_step(optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         obs.after_optimizer_step(optimizer, args, kwargs)
 
-    def before_forward(module, args):
+    def before_forward(module: Any, args: tuple[Any, ...]) -> None:
         obs.before_forward(module, args)
 
-    def after_forward(module, args, *rest):
+    def after_forward(module: Any, args: tuple[Any, ...], *rest: Any) -> None:
         obs.after_forward(module, args, *rest)
 
     register_optimizer_step_post_hook(after_step)
     register_module_forward_pre_hook(before_forward)
     register_module_forward_hook(after_forward, with_kwargs=True, always_call=True)
 
-    made = Optimizer.__init__
+    made: Callable[..., None] = Optimizer.__init__
 
-    def optimizer_init(self, *args, **kwargs):
+    def optimizer_init(self: Any, *args: Any, **kwargs: Any) -> None:
         obs.optimizers_made += 1
-        return made(self, *args, **kwargs)
+        made(self, *args, **kwargs)
 
-    Optimizer.__init__ = _like(optimizer_init, made)
+    Optimizer.__init__ = _like(optimizer_init, made)  # type: ignore[method-assign]  # replacing it is the hook
 
     # Tensor.backward calls torch.autograd.backward, so this sees both.
     backward = torch.autograd.backward
 
-    def observed_backward(tensors, *args, **kwargs):
+    def observed_backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if obs.in_backward or obs.compiling():
             return backward(tensors, *args, **kwargs)
         obs.before_backward(tensors)
@@ -496,7 +511,7 @@ def _install(torch) -> None:
     if scaler is not None:
         scale = scaler.scale
 
-        def observed_scale(self, outputs):
+        def observed_scale(self: Any, outputs: Any) -> Any:
             scaled = scale(self, outputs)
             if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor):
                 obs.scaled = (weakref.ref(scaled), outputs.detach())
@@ -504,24 +519,24 @@ def _install(torch) -> None:
 
         scaler.scale = _like(observed_scale, scale)
 
-    def at_exit():
+    def at_exit() -> None:
         obs.at_exit()
 
-    def forked():
+    def forked() -> None:
         obs.forked()
 
     atexit.register(at_exit)
     os.register_at_fork(after_in_child=forked)
 
 
-def _count_batches(torch, obs) -> None:
+def _count_batches(torch: Any, obs: _Observer) -> None:
     """Batches drawn from DataLoaders per step, and the length of the loader they came from: an
     epoch-counted job's length is its epochs x (loader length / batches per step)."""
     from torch.utils.data import dataloader
 
     fetch = dataloader._BaseDataLoaderIter.__next__
 
-    def counted_next(self):
+    def counted_next(self: Any) -> Any:
         batch = fetch(self)
         if not hasattr(self, "_infrarsi_len"):
             try:
@@ -531,10 +546,10 @@ def _count_batches(torch, obs) -> None:
         obs.fetched(self._infrarsi_len)
         return batch
 
-    dataloader._BaseDataLoaderIter.__next__ = _like(counted_next, fetch)
+    dataloader._BaseDataLoaderIter.__next__ = _like(counted_next, fetch)  # type: ignore[method-assign]  # the hook
 
 
-def _install_safely(torch) -> None:
+def _install_safely(torch: Any) -> None:
     try:
         _install(torch)
     except Exception as err:  # the job runs on; the trial fails for want of steps, with this line
@@ -549,11 +564,12 @@ class _TorchImportWatcher:
     ``importlib.util.find_spec("torch")`` to see whether torch is installed (``datasets`` does)
     without importing it, and the import that follows needs the watcher again."""
 
-    def __init__(self, then=None):
+    def __init__(self, then: Callable[[ModuleType], None] | None = None) -> None:
         self.looking = False
         self.then = then or _install_safely
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+                  ) -> ModuleSpec | None:
         if name != "torch" or self.looking:
             return None
         self.looking = True  # the lookup below walks the meta path again
@@ -566,13 +582,13 @@ class _TorchImportWatcher:
         exec_module = spec.loader.exec_module
         watcher = self
 
-        def exec_then_observe(module):
+        def exec_then_observe(module: ModuleType) -> None:
             if watcher in sys.meta_path:
                 sys.meta_path.remove(watcher)
             exec_module(module)
             watcher.then(module)
 
-        spec.loader.exec_module = exec_then_observe
+        spec.loader.exec_module = exec_then_observe  # type: ignore[method-assign]  # the hook
         return spec
 
 
