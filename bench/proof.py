@@ -48,22 +48,26 @@ INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
 DATA = "data.py"
 
 
-def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float]:
+def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float, str]:
+    """Exit status, wall seconds and what it said on stderr (its progress and log lines)."""
     began = time.monotonic()
-    done = subprocess.run([str(INFRARSI), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          cwd=cwd)
-    return done.returncode, time.monotonic() - began
+    done = subprocess.run([str(INFRARSI), *args], capture_output=True, text=True, cwd=cwd)
+    return done.returncode, time.monotonic() - began, done.stderr
 
 
-def keep(repo: Path, out: Path | None, name: str) -> None:
-    """The run's and doctor's records, kept in ``out`` as ``name``-run.json and ``name``-doctor.json
-    (the copy they came from is removed)."""
+def keep(repo: Path, out: Path | None, name: str, said: str = "") -> None:
+    """The run's and doctor's records, kept in ``out`` as ``name``-run.json and ``name``-doctor.json,
+    what the command said as ``name``-stderr.txt, and the repo with its study (``bench/proposals.py``
+    replays it), trial logs left out, as ``name``-repo (the copy they came from is removed)."""
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for record in ("run.json", "doctor.json"):
             source = repo / ".infrarsi" / record
             if source.exists():
                 shutil.copy(source, out / f"{name}-{record}")
+        (out / f"{name}-stderr.txt").write_text(said)
+        shutil.copytree(repo, out / f"{name}-repo", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("trials", "doctor", "verify", "__pycache__"))
 
 
 def stages(repo: Path) -> dict[str, tuple[int, float]]:
@@ -95,8 +99,8 @@ def job(args: argparse.Namespace, console: Console) -> None:
             command = ["optimize", str(repo), "faster", "--no-bank", "--json", "--trials", str(args.trials)]
             if args.startup_wait_s:
                 command += ["--", "python", "train.py", f"--load_wait_s={args.startup_wait_s:g}"]
-            code, wall = infrarsi(*command, cwd=repo)
-            keep(repo, args.out, f"job-{i + 1}")
+            code, wall, said = infrarsi(*command, cwd=repo)
+            keep(repo, args.out, f"job-{i + 1}", said)
             cost = stages(repo)
             answer, speedup = promoted_words(repo)
         proof_s = cost["doctor"][1] + cost["verification"][1]
@@ -134,7 +138,7 @@ def campaigns(args: argparse.Namespace, console: Console) -> None:
             repo = fresh_copy(Path(where))
             began = time.monotonic()
             owner = ["--", "python", "train.py", *args.owner_args.split()] if args.owner_args else []
-            code, _ = infrarsi("init", str(repo), "--json", *owner)
+            code = infrarsi("init", str(repo), "--json", *owner)[0]
             narrowed(repo, knob, value)
             code = code or infrarsi("doctor", str(repo), "--json")[0]
             code = code or infrarsi("run", str(repo), "--trials", str(args.trials), "--no-bank", "--json")[0]
