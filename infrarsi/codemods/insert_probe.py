@@ -1,8 +1,9 @@
 """Insert the InfraRSI probe into a training loop that lacks it.
 
-The training loop is the innermost ``for``/``while`` loop that contains both a ``.backward()`` call
-and an optimizer step (``optimizer.step()``, ``opt.step()``, ``scaler.step(optimizer)``). The probe
-call goes right after the optimizer step, so a ``break`` or ``continue`` later in the body cannot
+The training loop is the one ``infrarsi.knobs.loop.training_loop`` finds: the innermost
+``for``/``while`` loop that contains both a ``.backward()`` call and an optimizer step
+(``optimizer.step()``, ``opt.step()``, ``scaler.step(optimizer)``). The probe call goes right
+after the optimizer step, so a ``break`` or ``continue`` later in the body cannot
 skip it. The loss is the value ``.backward()`` was called on; with gradient accumulation (the
 backward inside an inner loop) the codemod sums it over the micro-batches, which is the step's
 mean loss when each micro-batch loss is divided by the number of micro-batches, as is usual.
@@ -17,9 +18,8 @@ the loss), times ``WORLD_SIZE`` for scripts run under torchrun.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeGuard, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 from libcst.codemod import (
@@ -33,26 +33,8 @@ from libcst.codemod import (
 )
 from libcst.codemod.visitors import AddImportsVisitor
 
+from infrarsi.knobs.loop import is_optimizer_step, training_loop
 from infrarsi.knobs.source import dotted, walk
-
-
-def _is_backward(node: cst.CSTNode) -> TypeGuard[cst.Call]:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward"
-
-
-def _is_optimizer_step(node: cst.CSTNode) -> bool:
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "step"):
-        return False
-    owner = dotted(node.func.value).lower()
-    return ("opt" in owner and "sched" not in owner) or owner.endswith("scaler")
-
-
-def _contains(node: cst.CSTNode, pred: Callable[[cst.CSTNode], bool]) -> bool:
-    return any(pred(n) for n in walk(node))
-
-
-def _loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
-    return [n for n in walk(node) if isinstance(n, (cst.For, cst.While))]
 
 
 def _loss_expr(backward: cst.Call) -> cst.BaseExpression:
@@ -114,11 +96,11 @@ class InsertProbeCommand(VisitorBasedCodemodCommand):
     def visit_Module(self, node: cst.Module) -> None:
         if "probe.step(" in node.code:
             raise SkipFile("the probe is already called (probe.step found)")
-        loop = training_loop(node)
-        if loop is None:
+        found = training_loop(node)
+        if found is None:
             raise SkipFile("no training loop: no for/while loop calls both .backward() and an optimizer step")
-        self.loop = loop
-        backward = next(n for n in walk(self.loop) if _is_backward(n))
+        self.loop = found.node
+        backward = found.backward
         loss = _loss_expr(backward)
         name = _input_name(node, self.loop, loss)
         if name is None:
@@ -128,9 +110,7 @@ class InsertProbeCommand(VisitorBasedCodemodCommand):
             self.loss_code = f"({self.loss_code})"
         world = ' * int(os.environ.get("WORLD_SIZE", "1"))' if self.distributed else ""
         self.tokens_code = f"{name}.numel(){world}"
-        # The innermost enclosing loop of the backward call tells whether it runs once per step.
-        enclosing = [lp for lp in _loops(self.loop) if backward in walk(lp)]
-        self.accumulates = enclosing[-1] is not self.loop
+        self.accumulates = found.accumulates
         self.backward_stmt = next(
             s for s in walk(self.loop) if isinstance(s, cst.SimpleStatementLine) and backward in walk(s)
         )
@@ -152,7 +132,7 @@ class InsertProbeCommand(VisitorBasedCodemodCommand):
         if original is not self.loop or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         body = list(updated.body.body)
-        at = next(i for i, s in enumerate(original.body.body) if _contains(s, _is_optimizer_step)) + 1
+        at = next(i for i, s in enumerate(original.body.body) if any(is_optimizer_step(n) for n in walk(s))) + 1
         if self.accumulates:
             call = _stmt("probe.step(loss=probe_loss, tokens=probe_tokens)\n")
             body.insert(at, call)
@@ -198,11 +178,3 @@ def probe_diff(source: str, path: str, *, distributed: bool = False) -> tuple[Pr
         source.splitlines(keepends=True), edit.code.splitlines(keepends=True), f"a/{path}", f"b/{path}"
     )
     return edit, "".join(diff)
-
-
-def training_loop(module: cst.Module) -> cst.For | cst.While | None:
-    """The loop the probe goes into (innermost loop calling ``.backward()`` and an optimizer
-    step), or None; the editor marks it with the measured step times."""
-    candidates = [loop for loop in _loops(module) if _contains(loop, _is_backward) and _contains(loop, _is_optimizer_step)]
-    innermost = [c for c in candidates if not any(o is not c and o in _loops(c) for o in candidates)]
-    return innermost[0] if innermost else None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from infrarsi.knobs.loop import STEP_CALLS, backward_receiver, loop_role, mentions_backward
 from infrarsi.knobs.source import ParsedFile, dotted, walk
 
 Ref = tuple[str, bool, bool]
@@ -169,10 +170,6 @@ def _last(name: str) -> str:
 def _calls_in(node: cst.CSTNode) -> list[str]:
     return [dotted(n.func) or (n.func.attr.value if isinstance(n.func, cst.Attribute) else "")
             for n in walk(node) if isinstance(n, cst.Call)]
-
-
-def _has_call(node: cst.CSTNode, name: str) -> bool:
-    return any(_last(c) == name for c in _calls_in(node))
 
 
 class _Builder:
@@ -500,8 +497,8 @@ class _Builder:
 
     def _call_sinks(self, call: cst.Call, func: str) -> None:
         name = dotted(call.func)
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
-            receiver = call.func.value
+        receiver = backward_receiver(call)
+        if receiver is not None:
             if isinstance(receiver, cst.BinaryOperation) and isinstance(receiver.operator, cst.Divide) \
                     and not isinstance(receiver.right, (cst.Integer, cst.Float)):
                 self.g.has_accumulation = True  # (loss / n).backward()
@@ -622,13 +619,12 @@ class _Builder:
         uses = []
         for node in walk(owner):
             if isinstance(node, cst.For) and bound in {n.value for n in walk(node.iter) if isinstance(n, cst.Name)}:
-                uses.append(".backward(" in cst.Module([]).code_for_node(node))
+                uses.append(mentions_backward(node))
             elif isinstance(node, cst.Call) and any(isinstance(a.value, cst.Name) and a.value.value == bound
                                                     for a in node.args):
                 callee = _last(dotted(node.func))
                 if callee in self.functions:
-                    uses.append(any(".backward(" in cst.Module([]).code_for_node(f.node)
-                                    for f in self.functions[callee]))
+                    uses.append(any(mentions_backward(f.node) for f in self.functions[callee]))
                 elif callee not in ("enumerate", "iter", "len", "zip"):
                     uses.append(True)
         return not uses or any(uses)
@@ -693,7 +689,7 @@ class _Builder:
                 c.startswith(("nn.", "torch.nn.", "optim.", "torch.optim.")) for c in calls):
             self._sink("workload:model", node, refs, constants)
             return
-        if shorts & {"backward", "step", "zero_grad"}:
+        if shorts & STEP_CALLS:
             self._sink("accumulation" if _is_modulo(test) else "workload:steps", node, refs, constants)
             if _is_modulo(test):
                 self.g.has_accumulation = True
@@ -705,17 +701,18 @@ class _Builder:
             self._sink("logging", node, refs, constants)
 
     def _loop(self, loop: cst.For, func: str, outer: bool) -> None:
-        """``for _ in range(n)`` around backward(), inside the step loop and without the optimizer
-        step, is accumulation; the outermost such loop counts steps."""
+        """``for _ in range(n)`` around backward(), inside another loop and calling no ``step()``, is
+        accumulation; any other counts steps (``knobs.loop.loop_role``)."""
         it = loop.iter
         if not (isinstance(it, cst.Call) and dotted(it.func) == "range"):
             return
-        if not _has_call(loop.body, "backward"):
+        role = loop_role(loop, nested=outer)
+        if not role:
             return
         refs: set[Ref] = set()
         for a in it.args:
             refs |= self.refs(a.value, func)
-        if _has_call(loop.body, "step") or not outer:
+        if role == "steps":
             self._sink("workload:steps", loop, refs)
         else:
             self.g.has_accumulation = True
@@ -743,9 +740,8 @@ class _Builder:
             owner = self._enclosing(func)
             names = set()
             for node in walk(owner) if owner is not None else ():
-                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-                        and node.func.attr.value == "backward":
-                    receiver = node.func.value
+                receiver = backward_receiver(node)
+                if receiver is not None:
                     if isinstance(receiver, cst.Call) and _last(dotted(receiver.func)) == "scale" and receiver.args:
                         receiver = receiver.args[0].value  # scaler.scale(loss).backward()
                     if isinstance(receiver, cst.Name):

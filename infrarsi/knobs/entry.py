@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from infrarsi.knobs.loop import find_loop, is_main_guard
+from infrarsi.knobs.loop import find_loop, is_backward, is_main_guard
 from infrarsi.knobs.source import DiscoveryError, dotted, parse, python_files, read_text, walk
 
 # Environment variables only torchrun (or another launcher) sets; reading one without a default
@@ -30,11 +30,8 @@ class EntryPoint:
     """Why this file is the entry point (the command names it, or how its loop is reached)."""
 
 
-def _calls(node: cst.CSTNode, attr: str) -> bool:
-    return any(
-        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == attr
-        for n in walk(node)
-    )
+def _trains(module: cst.Module) -> bool:
+    return any(is_backward(n) for n in walk(module))
 
 
 def torchrun_reason(module: cst.Module) -> str:
@@ -79,7 +76,7 @@ def find_entry(repo: Path, entry: str | None = None, why: str = "chosen with --e
         guarded = any(is_main_guard(s) for s in module.body)
         if guarded or loop.found:
             why = loop.why if loop.found else "it has a __main__ block (its loop is in code it imports)"
-            candidates.append((_score(rel, _calls(module, "backward") or loop.found), rel, wrapper, why))
+            candidates.append((_score(rel, _trains(module) or loop.found), rel, wrapper, why))
     if not candidates:
         raise DiscoveryError(
             f"no entry point found in {repo}: no Python file has an `if __name__ == \"__main__\":` block "
@@ -102,6 +99,6 @@ def _entry(repo: Path, rel: str, wrapper: MetadataWrapper, why: str) -> EntryPoi
         wrapper=wrapper,
         launcher="torchrun" if needs else "python",
         launcher_why=needs,
-        trains=_calls(wrapper.module, "backward"),
+        trains=_trains(wrapper.module),
         why=why,
     )

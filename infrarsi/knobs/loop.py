@@ -1,14 +1,26 @@
-"""Where a script's training loop is, and how running the script reaches it.
+"""The training loop: which loop trains, where it calls backward and steps the optimizer, and how
+running the script reaches it. The one place init, the probe codemod, the data flow and the
+editor ask.
 
-Read from source only (libcst): the loop is a ``.backward()`` call, or a ``Trainer``'s
-``train()`` / ``fit()`` (Hugging Face, Lightning), reached from what runs when the script is run —
-its module-level statements, or its ``if __name__ == "__main__":`` block — directly or through
-functions of the script and of the repo modules it imports.
+Read from source only (libcst):
+
+- ``training_loop`` is the loop the probe goes into and the editor marks: the innermost ``for`` /
+  ``while`` that calls ``.backward()`` (``is_backward``) and steps an optimizer
+  (``is_optimizer_step``), with its first backward and whether that runs in a micro-step loop.
+- ``find_loop`` says how running the script reaches training: a ``.backward()`` call or a
+  ``Trainer``'s ``train()`` / ``fit()`` (Hugging Face, Lightning), from what runs when the script is
+  run — its module-level statements, or its ``if __name__ == "__main__":`` block — directly or
+  through functions of the script and of the repo modules it imports.
+- The data flow reads a loop's calls by name instead (``loop_role``, ``STEP_CALLS``,
+  ``mentions_backward``): a bare ``backward(loss)``, a DeepSpeed ``engine.step()`` and a scheduler's
+  ``step()`` count there, for a loop that steps anything is no micro-step loop, while the probe
+  must know which statement steps the optimizer. The readings disagree on such code; each caller
+  keeps the one it had.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -16,6 +28,86 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from infrarsi.knobs.source import ParsedFile, dotted, walk
+
+
+def backward_receiver(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """What a ``.backward()`` call is called on (``loss``, ``scaler.scale(loss)``); None for any other node."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+        return node.func.value
+    return None
+
+
+def is_backward(node: cst.CSTNode) -> TypeGuard[cst.Call]:
+    return backward_receiver(node) is not None
+
+
+def is_optimizer_step(node: cst.CSTNode) -> bool:
+    """``optimizer.step()``, ``opt.step()``, ``scaler.step(optimizer)``; not a scheduler's step."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "step"):
+        return False
+    owner = dotted(node.func.value).lower()
+    return ("opt" in owner and "sched" not in owner) or owner.endswith("scaler")
+
+
+def loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
+    """The ``for`` and ``while`` loops under ``node`` (itself included), outer before inner."""
+    return [n for n in walk(node) if isinstance(n, (cst.For, cst.While))]
+
+
+def _contains(node: cst.CSTNode, pred: Callable[[cst.CSTNode], bool]) -> bool:
+    return any(pred(n) for n in walk(node))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TrainingLoop:
+    node: cst.For | cst.While
+    """The innermost loop calling both ``.backward()`` and an optimizer step."""
+    backward: cst.Call
+    """Its first ``.backward()`` call."""
+    accumulates: bool
+    """The backward runs in a loop of its own inside ``node``: gradient accumulation's micro-steps."""
+
+
+def training_loop(module: cst.Module) -> TrainingLoop | None:
+    """The first innermost loop that calls ``.backward()`` and an optimizer step, or None. Nested
+    functions, lambdas and methods count: this reads where the loop is, not whether it runs."""
+    candidates = [lp for lp in loops(module) if _contains(lp, is_backward) and _contains(lp, is_optimizer_step)]
+    innermost = [c for c in candidates if not any(o is not c and o in loops(c) for o in candidates)]
+    if not innermost:
+        return None
+    node = innermost[0]
+    backward = next(n for n in walk(node) if is_backward(n))
+    around = [lp for lp in loops(node) if backward in walk(lp)]
+    return TrainingLoop(node, backward, accumulates=around[-1] is not node)
+
+
+STEP_CALLS = frozenset({"backward", "step", "zero_grad"})
+"""Names of an optimizer step's calls, as the data flow reads them: a condition guarding one bounds
+the steps or the accumulation."""
+
+
+def _called_name(call: cst.Call) -> str:
+    """``step`` for ``sched.step()`` and ``step()``; '' for ``fns[0]()``."""
+    if isinstance(call.func, cst.Name):
+        return call.func.value
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+
+
+def loop_role(loop: cst.For, nested: bool) -> str:
+    """What a ``for`` loop is to the data flow, by the names its body calls: ``micro_steps`` (gradient
+    accumulation) when it calls ``backward`` but no ``step`` inside another loop, ``steps`` when it
+    calls ``backward`` otherwise, '' when it calls no ``backward``."""
+    names = {_called_name(n) for n in walk(loop.body) if isinstance(n, cst.Call)}
+    if "backward" not in names:
+        return ""
+    return "steps" if "step" in names or not nested else "micro_steps"
+
+
+def mentions_backward(node: cst.CSTNode) -> bool:
+    """``.backward(`` in ``node``'s code, comments and strings included: the data flow's reading of
+    whether a loader's loop or function trains."""
+    return ".backward(" in cst.Module([]).code_for_node(node)
+
 
 KINDS = ("module_loop", "function_from_module", "main_guard", "trainer", "none")
 
@@ -91,7 +183,7 @@ class _Graph:
                     continue
                 attr = node.func.attr.value
                 target = dotted(node.func.value)
-                if attr == "backward":
+                if is_backward(node):
                     return "backward", f"{target or '…'}.backward()", f.where(node)
                 if attr in ("train", "fit"):
                     obj = node.func.value

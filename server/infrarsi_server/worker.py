@@ -15,7 +15,7 @@ from libcst.codemod import CodemodContext, SkipFile
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from infrarsi import patches as patch_library
-from infrarsi.codemods.insert_probe import training_loop
+from infrarsi.knobs.loop import training_loop
 from infrarsi.patches import PatchError, Site
 
 
@@ -56,9 +56,9 @@ def _unit(rel: str, text: str, names: list[str], find_loop: bool) -> UnitFinding
             found[name] = command.sites(rel)
     loop = None
     if look_for_loop:
-        node = training_loop(wrapper.module)
-        if node is not None:
-            where = positions[node]
+        trains = training_loop(wrapper.module)
+        if trains is not None:
+            where = positions[trains.node]
             loop = (where.start.line, where.end.line)
     return UnitFindings(found, loop)
 
