@@ -572,8 +572,8 @@ def _per_step(prior: SpreadPrior | None, base: list[tuple[Pair, WholeProcess]], 
     job is the short run plus the rest of the planned steps at that pace, so the pace's spread is
     the job's scaled by the job over the steps' share of it. The per-step interval is moderated
     toward it as the job's is: unmoderated, two or three rounds that agree by chance made an honest
-    job's step records fall outside it (a contract breach) in about one verification in fifty of
-    simulated honest jobs (docs/benchmarks.md, issue 49)."""
+    job's step records fall outside it (a contract breach) in up to one verification in a hundred
+    of simulated honest jobs (``bench/verification_sim.py``; docs/benchmarks.md, round four)."""
     if prior is None or not base:
         return None
     job_s = statistics.median(m.job_s for _, m in base)
