@@ -179,13 +179,13 @@ def rounds_needed(round_cv: float, policy: VerifyPolicy, floor: float, *, arms: 
     each round's job time spread ``round_cv`` (believed as ``prior_df`` degrees of freedom),
     ``arms`` candidates sharing the error and ``reference`` baseline rounds already measured;
     None when even the most do not."""
-    gain = math.log(max(gain or TARGET_GAIN, TARGET_GAIN)) - math.log(floor)
+    margin = math.log(planned_gain(gain)) - math.log(floor)
     for most in range(policy.least_rounds, policy.most_rounds + 1):
         rounds = Rounds(least=policy.least_rounds, most=most)
         level = rounds.level(rounds.looks, arms)
         df = (most + reference - 1) + arms * (most - 1) + prior_df
         se = round_cv * math.sqrt(1 / (most + reference) + 1 / most)
-        if (t_quantile(0.5 + level / 2, df) + POWER_Z) * se <= gain:
+        if (t_quantile(0.5 + level / 2, df) + POWER_Z) * se <= margin:
             return most
     return None
 
@@ -258,6 +258,12 @@ a large gain clears, spends little, and the last keeps most of it for the gains 
 TARGET_GAIN = 1.10
 """The least gain verification is sized to certify (``rounds_needed``): a fused optimizer or a bucket
 size, the 5-15% wins that add up, not only the large ones."""
+
+
+def planned_gain(gain: float | None) -> float:
+    """The gain verification plans its rounds for: ``gain`` (``search.history.believable_gain``),
+    never less than ``TARGET_GAIN``."""
+    return max(gain or TARGET_GAIN, TARGET_GAIN)
 
 
 @dataclass(frozen=True, slots=True)

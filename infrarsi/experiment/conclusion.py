@@ -15,7 +15,7 @@ from infrarsi.records import RunStatus
 from infrarsi.search.history import believable_gain
 from infrarsi.search.strategy import Strategy
 from infrarsi.trials import Candidate, TrialResult
-from infrarsi.whole_process import TARGET_GAIN, Rounds, best_promoted, interleave
+from infrarsi.whole_process import Rounds, best_promoted, interleave, planned_gain
 
 
 def conclude(session: TrialSession, context: Strategy) -> Conclusion:
@@ -52,7 +52,7 @@ def verify(session: TrialSession, context: Strategy) -> Conclusion:
     measured = (f" (the search measured {gain * context.min_speedup:.2f}x; its noise floor is "
                 f"{context.min_speedup:.3f})") if gain else ""
     session.on_event(Event("run", "log", f"verification plans {rounds.least}-{rounds.most} rounds of {len(top)} "
-                                         f"candidate(s), sized for a {max(gain or 0.0, TARGET_GAIN):.2f}x gain{measured}"))
+                                         f"candidate(s), sized for a {planned_gain(gain):.2f}x gain{measured}"))
     verdicts, _ = interleave(
         top, baseline, run_one,
         rounds=rounds, lengths=session.lengths, floor=PROMOTION_FLOOR,
