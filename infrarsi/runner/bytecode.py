@@ -44,8 +44,9 @@ WARMED_FILE = "warmed.txt"
 COMPILE_TIMEOUT_S = 600
 """Compiling torch, sympy and the standard library takes about 20 s on two cores, once."""
 COMPILED_FILE = "compiled.txt"
-"""In the cache: what has been compiled whole, one ``name==version`` per line (``stdlib`` for the
-standard library): a distribution upgraded in place is compiled again."""
+"""In the cache: what has been compiled whole, one ``name==version@installed`` per line (``stdlib`` for
+the standard library; ``installed``: when its metadata was written, ``_mtime_ns``): a distribution
+upgraded or reinstalled in place is compiled again."""
 OWN_DISTRIBUTION = "infrarsi"
 """What InfraRSI itself requires is not the job's: its probe and launcher import the standard
 library and torch only."""
@@ -116,8 +117,10 @@ def _compile_into(cache: Path, top_levels: frozenset[str]) -> None:
     hold, unless an earlier warm-up compiled that version of it."""
     compiled_file = cache / COMPILED_FILE
     compiled = set(compiled_file.read_text().split()) if compiled_file.exists() else set()
-    units = {f"stdlib=={platform.python_version()}": _stdlib_sources} | {
-        f"{_canonical(d.metadata['Name'])}=={d.version}": functools.partial(_distribution_sources, d)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    units = {f"stdlib=={platform.python_version()}@{_mtime_ns(stdlib / 'os.py')}": _stdlib_sources} | {
+        f"{_canonical(d.metadata['Name'])}=={d.version}@{_mtime_ns(_metadata_file(d))}":
+            functools.partial(_distribution_sources, d)
         for d in distributions_behind(top_levels)}
     todo = {key: sources for key, sources in units.items() if key not in compiled}
     if not todo:
@@ -154,6 +157,28 @@ def distributions_behind(top_levels: frozenset[str]) -> tuple[importlib.metadata
             todo += [m.group(0) for req in dist.requires or []
                      if not re.search(r";.*\bextra\s*==", req) and (m := re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", req))]
     return tuple(found.values())
+
+
+@functools.cache
+def _metadata_file(dist: importlib.metadata.Distribution) -> Path | None:
+    """The file an install of ``dist`` writes its metadata to (once per process: finding it reads
+    the distribution's whole file list)."""
+    for f in dist.files or []:
+        if f.name in ("METADATA", "PKG-INFO") and f.parent.name.endswith((".dist-info", ".egg-info")):
+            path = Path(str(dist.locate_file(f)))
+            return path if path.is_absolute() else None  # an editable install's, relative to nothing fixed
+    return None
+
+
+def _mtime_ns(path: Path | None) -> int:
+    """When ``path`` was written: a distribution reinstalled at the same version (a virtual
+    environment made again at the same path) has new sources, whose modification times no longer
+    match the bytecode compiled from the old ones, so Python would compile every module again in
+    memory at every trial's start (seconds a trial, docs/benchmarks.md)."""
+    try:
+        return path.stat().st_mtime_ns if path is not None else 0
+    except OSError:
+        return 0
 
 
 def _canonical(name: str) -> str:

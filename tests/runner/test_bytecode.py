@@ -57,7 +57,8 @@ def test_the_warm_up_compiles_once_into_the_prefix(tmp_path, monkeypatch):
               _pyc(cache, "xml", "dom", "minidom.py")]
     assert all(p.is_file() for p in lazily), [p for p in lazily if not p.is_file()]
     compiled = (cache / bytecode.COMPILED_FILE).read_text().split()
-    assert f"torch=={__import__('torch').__version__}" in compiled and any(k.startswith("sympy==") for k in compiled)
+    assert any(k.startswith(f"torch=={__import__('torch').__version__}@") for k in compiled)
+    assert any(k.startswith("sympy==") for k in compiled)
     stamps = [p.stat().st_mtime_ns for p in (torch_pyc, *lazily)]
     assert bytecode.warm(repo) == cache and [p.stat().st_mtime_ns for p in (torch_pyc, *lazily)] == stamps
     assert (cache / bytecode.WARMED_FILE).read_text().split() == warmed
@@ -85,3 +86,34 @@ def test_a_trial_reads_the_shared_prefix_and_cannot_write_it(make_repo):
     log = Path(result.log_path).read_text()
     assert "prefix write refused: Read-only file system" in log, log
     assert f"pycache prefix {sandbox.BYTECODE_MOUNT};" in log and "writes bytecode: False" in log, log
+
+
+def test_a_distribution_reinstalled_at_the_same_version_is_compiled_again(tmp_path, monkeypatch):
+    # A virtual environment made again at the same path: same versions, new sources. Bytecode of the
+    # old sources no longer matches them, and Python would compile every module at every start.
+    site = tmp_path / "site"
+    (site / "fakepkg").mkdir(parents=True)
+    (site / "fakepkg-1.0.dist-info").mkdir()
+    (site / "fakepkg-1.0.dist-info" / "RECORD").write_text("fakepkg/__init__.py,,\nfakepkg-1.0.dist-info/METADATA,,\n")
+    source, metadata = site / "fakepkg" / "__init__.py", site / "fakepkg-1.0.dist-info" / "METADATA"
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(bytecode, "_stdlib_sources", list)
+    cache = tmp_path / "cache"
+
+    def install(stamp_ns: int) -> None:
+        source.write_text("VALUE = 1\n")
+        metadata.write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n")
+        for path in (source, metadata):
+            os.utime(path, ns=(stamp_ns, stamp_ns))
+
+    def compiled_for_source() -> bool:
+        pyc = Path(str(cache) + str(source.parent)) / f"__init__.{sys.implementation.cache_tag}.pyc"
+        return pyc.is_file() and int.from_bytes(pyc.read_bytes()[8:12], "little") == int(source.stat().st_mtime)
+
+    install(1_700_000_000 * 10**9)
+    bytecode._compile_into(cache, frozenset({"fakepkg"}))
+    assert compiled_for_source()
+    install(1_800_000_000 * 10**9)
+    assert not compiled_for_source()
+    bytecode._compile_into(cache, frozenset({"fakepkg"}))
+    assert compiled_for_source()
