@@ -1,8 +1,8 @@
 """What proving an answer costs, and whether the proof can fail (issue 49).
 
     .venv/bin/python -m bench.proof [--out DIR] job [--repeats 1] [--startup-wait-s S] [--trials 20]
-    .venv/bin/python -m bench.proof [--out DIR] campaigns --move threads=2 [--campaigns 20] [--trials 3]
-        [--owner-args "--micro_batch_size=2"]
+    .venv/bin/python -m bench.proof [--out DIR] campaigns (--move threads=2 | --noop-patch) [--campaigns 20]
+        [--trials 3] [--owner-args "--micro_batch_size=2"]
 
 ``job``: the README's main job as a new user runs it: a fresh copy of fixtures/dense_gpt in a new git
 repo, then ``infrarsi optimize COPY "faster" --no-bank --json``. With ``--startup-wait-s S`` the
@@ -19,13 +19,18 @@ be promoted. A move with a real gain on real compute measures how often it is ce
 ``--owner-args`` the owner's command carries them (``python train.py ARGS``), so the baseline is
 what they set (``--owner-args=--micro_batch_size=2 --move micro_batch_size=4``: the same global
 batch in two micro-batches of 4 sequences instead of eight of 2, fewer and larger matrix products).
+``--noop-patch`` is the A/A test of a model's code: no knob moves, and a model served by a loopback
+Messages server (tests/support/messages_server.py, the real ``anthropic`` client) proposes a diff that
+only adds a comment, which runs as code InfraRSI did not write (held to the baseline's start-up).
 Prints each campaign's verdict and interval, then promotions and the intervals' low ends.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -39,19 +44,22 @@ from rich.table import Table
 
 from bench.interference import fresh_copy
 from infrarsi.contract import file_sha256, load_contract, save_contract
+from infrarsi.patches.llm_proposals import TOOL_NAME
 from infrarsi.records import load_doctor
 from infrarsi.records.run import load_run
 from infrarsi.report.model import stage_costs
+from tests.support.messages_server import MessagesServer, tool_use_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRARSI = ROOT / ".venv" / "bin" / "infrarsi"
 DATA = "data.py"
 
 
-def infrarsi(*args: str, cwd: Path | None = None) -> tuple[int, float, str]:
+def infrarsi(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[int, float, str]:
     """Exit status, wall seconds and what it said on stderr (its progress and log lines)."""
     began = time.monotonic()
-    done = subprocess.run([str(INFRARSI), *args], capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run([str(INFRARSI), *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **env} if env else None)
     return done.returncode, time.monotonic() - began, done.stderr
 
 
@@ -111,12 +119,14 @@ def job(args: argparse.Namespace, console: Console) -> None:
         console.print(table)
 
 
-def narrowed(repo: Path, knob: str, value: str) -> None:
-    """The contract with one move left: ``knob`` between its default and ``value``; no patch (the
-    one editable file is the data's, where no library patch finds a site)."""
+def narrowed(repo: Path, knob: str | None, value: str = "") -> None:
+    """The contract with one move left: ``knob`` between its default and ``value`` (none with no
+    ``knob``); no library patch (the one editable file is the data's, where none finds a site)."""
     contract = load_contract(repo)
-    target = contract.knob(knob)
-    typed = type(target.default)(value) if target.default is not None else value
+    typed: object = value
+    if knob is not None:
+        default = contract.knob(knob).default
+        typed = type(default)(value) if default is not None else value
     knobs = [replace(k, tunable=k.name == knob, domain=[k.default, typed] if k.name == knob else k.domain)
              for k in contract.knobs]
     scope = contract.scope
@@ -126,22 +136,36 @@ def narrowed(repo: Path, knob: str, value: str) -> None:
                   repo)
 
 
+def comment_diff(repo: Path) -> str:
+    """A diff of the editable file that only adds a comment: the same program."""
+    before = (repo / DATA).read_text()
+    after = "# the corpus the job trains on\n" + before
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{DATA}", f"b/{DATA}"))
+
+
 def campaigns(args: argparse.Namespace, console: Console) -> None:
-    knob, value = args.move.split("=", 1)
-    table = Table(title=f"Campaigns: `infrarsi run` with one move, {knob}={value}")
+    knob, value = args.move.split("=", 1) if args.move else (None, "")
+    what = f"{knob}={value}" if knob else "a patch that only adds a comment"
+    table = Table(title=f"Campaigns: `infrarsi run` with one move, {what}")
     for column in ("campaign", "wall s", "doctor", "search", "verification", "verdict", "job speed-up", "low"):
         table.add_column(column)
     lows: list[float] = []
     promoted = verified = 0
     for i in range(args.campaigns):
-        with tempfile.TemporaryDirectory() as where:
+        with tempfile.TemporaryDirectory() as where, MessagesServer() as model:
             repo = fresh_copy(Path(where))
             began = time.monotonic()
             owner = ["--", "python", "train.py", *args.owner_args.split()] if args.owner_args else []
             code = infrarsi("init", str(repo), "--json", *owner)[0]
             narrowed(repo, knob, value)
             code = code or infrarsi("doctor", str(repo), "--json")[0]
-            code = code or infrarsi("run", str(repo), "--trials", str(args.trials), "--no-bank", "--json")[0]
+            env = None
+            if knob is None:
+                model.script(tool_use_reply(TOOL_NAME, {"patches": [
+                    {"title": "a comment", "rationale": "documents the corpus", "diff": comment_diff(repo)}]}))
+                env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": model.url,
+                       "INFRARSI_ANTHROPIC_MODEL": f"claude-noop-{i}", "INFRARSI_LLM_MAX_RETRIES": "0"}
+            code = code or infrarsi("run", str(repo), "--trials", str(args.trials), "--no-bank", "--json", env=env)[0]
             wall = time.monotonic() - began
             keep(repo, args.out, f"campaign-{i + 1}")
             cost = stages(repo)
@@ -155,7 +179,7 @@ def campaigns(args: argparse.Namespace, console: Console) -> None:
                       if speedup else "–", f"{speedup[1]:.3f}" if speedup else "–")
         console.print(table)
     quartiles = statistics.quantiles(lows, n=4) if len(lows) >= 2 else lows
-    console.print(json.dumps({"move": args.move, "campaigns": args.campaigns, "verified": verified,
+    console.print(json.dumps({"move": what, "campaigns": args.campaigns, "verified": verified,
                               "promoted": promoted, "low_min": min(lows, default=None),
                               "low_quartiles": [round(q, 4) for q in quartiles],
                               "low_max": max(lows, default=None)}))
@@ -169,7 +193,9 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--startup-wait-s", type=float, default=0.0)
     p = sub.add_parser("campaigns")
-    p.add_argument("--move", required=True, help="knob=value: the one move the contract keeps")
+    move = p.add_mutually_exclusive_group(required=True)
+    move.add_argument("--move", help="knob=value: the one move the contract keeps")
+    move.add_argument("--noop-patch", action="store_true", help="no knob; a model proposes a comment")
     p.add_argument("--campaigns", type=int, default=20)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--owner-args", default="", help="arguments of the owner's `python train.py` (the baseline's)")

@@ -501,6 +501,16 @@ def test_doctors_round_is_left_out_when_the_machines_pace_moved_since():
     assert not drifted(62.2, [40.0, 55.0, 48.0], prior)
 
 
+def test_doctors_round_a_third_off_two_agreeing_rounds_of_the_runs_own_is_left_out():
+    """Round four's README runs 1 and 2: doctor's round 33% and 11% off the run's own two, which
+    agreed within 7% and 0.4%; kept, run 1's interval was 1.54x [1.04, 2.29]."""
+    from infrarsi.whole_process import drifted
+
+    assert drifted(61.16, [44.41, 47.71], SpreadPrior(0.064, 2))
+    assert drifted(46.35, [52.38, 52.16], SpreadPrior(0.025, 2))
+    assert not drifted(46.35, [44.41, 47.71], SpreadPrior(0.064, 2))
+
+
 def test_a_verdict_leaves_out_doctors_drifted_round_and_says_so():
     doctor = runs(BASE, [0.15])  # the machine was slow when doctor ran: 16 s of job against 11
     own = runs(BASE, [0.100, 0.101, 0.099])
