@@ -46,7 +46,9 @@ SAMPLE_S = 0.05
 well under a millisecond."""
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 DISTURBED_SHARE = 0.25
-"""A trial is disturbed when at least this share of its measured steps is. Its start-up is recorded,
+"""A trial is disturbed when at least this share of its measured steps is, or of its steps' time: a
+few steps that another process slowed twentyfold (two threads on two cores, one of them taken) held
+two thirds of a verification run's time in 6 of its 56 steps (docs/benchmarks.md, round five). Its start-up is recorded,
 not judged: a launch's short-lived processes (the sandbox's set-up, helpers that exit before they
 are seen as the job's) count as others there, enough to look disturbed on a quiet machine."""
 IDLE_SAMPLE_S = 2.0
@@ -381,16 +383,32 @@ class TrialInterference:
         return [i for i, w in enumerate(self.steps) if w is not None and w.disturbed(self.limits)]
 
     def disturbed(self) -> str:
-        """Why the trial is not evidence about its candidate; empty when it is."""
+        """Why the trial is not evidence about its candidate; empty when it is: ``DISTURBED_SHARE``
+        of its measured steps disturbed, or of the time of every step it ran (warm-up included: a
+        whole process's time is what verification measures)."""
         if self.limits is None:
             return ""
+        every = self.disturbed_steps()
         measured = self.steps[self.measured_from:] or self.steps
-        bad = [i for i in self.disturbed_steps() if i >= self.measured_from or len(self.steps) <= self.measured_from]
+        bad = [i for i in every if i >= self.measured_from or len(self.steps) <= self.measured_from]
         if measured and len(bad) >= max(1, DISTURBED_SHARE * len(measured)):
-            worst = self.steps[bad[len(bad) // 2]]
-            assert worst is not None  # disturbed_steps lists only steps with a window
-            return f"{len(bad)} of {len(measured)} measured steps disturbed (e.g. step {bad[len(bad) // 2]}: {worst.why(self.limits)})"
+            return f"{len(bad)} of {len(measured)} measured steps disturbed (e.g. {self._step_why(bad[len(bad) // 2])})"
+        took = sum(w.seconds for w in self.steps if w is not None)
+        lost = sum(self._window(i).seconds for i in every)
+        if every and lost >= DISTURBED_SHARE * took:
+            longest = max(every, key=lambda i: self._window(i).seconds)
+            return (f"{len(every)} of {len(self.steps)} steps disturbed, {lost:.1f} s of the steps' {took:.1f} s "
+                    f"(e.g. {self._step_why(longest)})")
         return ""
+
+    def _window(self, i: int) -> Window:
+        window = self.steps[i]
+        assert window is not None  # disturbed_steps lists only steps with a window
+        return window
+
+    def _step_why(self, i: int) -> str:
+        assert self.limits is not None
+        return f"step {i}: {self._window(i).why(self.limits)}"
 
     def mean_load(self) -> float | None:
         return _mean([w for w in self.steps if w is not None], "load_cores")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_the_background_is_doctors_normal_plus_a_margin():
 
 
 def test_a_trial_is_disturbed_by_a_quarter_of_its_measured_steps_not_by_its_start_up():
-    calm = Window(seconds=1, others_cores=0.1, steal_cores=0, job_share=1, denied=0.0)
+    calm = Window(seconds=2, others_cores=0.1, steal_cores=0, job_share=1, denied=0.0)
     hog = Window(seconds=1, others_cores=1.0, steal_cores=0, job_share=0.5, denied=0.5)
     record = TrialInterference(cores=2, limits=LIMITS, startup=calm, steps=[hog, hog] + [calm] * 7 + [hog],
                                measured_from=2)
@@ -104,6 +105,21 @@ def test_a_trial_is_disturbed_by_a_quarter_of_its_measured_steps_not_by_its_star
     assert "2 of 8 measured steps disturbed" in record.disturbed()
     assert TrialInterference(cores=2, limits=LIMITS, startup=hog, steps=[calm] * 4).disturbed() == ""
     assert TrialInterference(cores=2, limits=None, startup=hog, steps=[hog] * 4).disturbed() == ""
+
+
+def test_a_few_steps_that_held_a_quarter_of_the_time_disturb_the_trial():
+    # Round five's A/A campaign 2 (docs/benchmarks.md): 6 of 56 steps slowed from 0.2 s to 10 s by
+    # another process on one of the two cores; the run took 39 s against 13.
+    calm = Window(seconds=0.2, others_cores=0.02, steal_cores=0, job_share=1, denied=0.03)
+    hog = Window(seconds=10.0, others_cores=0.96, steal_cores=0, job_share=0.5, denied=0.5)
+    long = TrialInterference(cores=2, limits=LIMITS, steps=[calm] * 50 + [hog] * 6, measured_from=3)
+    assert "6 of 56 steps disturbed, 60.0 s of the steps' 70.0 s" in long.disturbed()
+    # A short run's warm-up is its whole measurement: 2.9 s of process became 5.8 s.
+    short = TrialInterference(cores=2, limits=LIMITS, measured_from=2,
+                              steps=[replace(hog, seconds=1.6), replace(hog, seconds=1.1), calm])
+    assert "2 of 3 steps disturbed" in short.disturbed()
+    assert TrialInterference(cores=2, limits=LIMITS, steps=[calm] * 50 + [replace(hog, seconds=0.2)] * 6,
+                             measured_from=3).disturbed() == ""
 
 
 def _watched(code: str, containment: Containment | None = None) -> tuple[InterferenceMonitor, Window]:
