@@ -11,14 +11,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from infrarsi.background import Background
 from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
 from infrarsi.experiment.shared_round import SharedRound
 from infrarsi.experiment.startup import declared_startup
 from infrarsi.experiment.store import RunningTrial, TrialStore
-from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner
+from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner, normal_background
 from infrarsi.patches.numerics import numerics_by_design
 from infrarsi.records import DoctorReport, Renormalization
 from infrarsi.runner.interference import idle_load, job_cores, measured_background
@@ -44,12 +43,9 @@ class TrialSession:
         """``doctor``: the baseline's profile the trials are held to (None: the contract's lengths,
         no checksums, an unmeasured background); ``wait_for_quiet``: seconds the session may wait
         for a busy machine in all (None: it never waits)."""
-        background = (doctor.background if doctor else None) or Background.unmeasured(len(job_cores()))
-        self.runner = TrialRunner(
-            repo=repo, contract=contract, stage="run", sandbox=sandbox, on_event=on_event, background=background,
-            quiet=quiet.QuietWaiter(background.limit_cores, wait_for_quiet, "run", on_event),
-            reference_checksums=doctor.checksums if doctor else {},
-            reassociation_drift=doctor.reassociation_drift if doctor else {})
+        background = normal_background(doctor)
+        self.runner = TrialRunner.for_stage(repo, contract, "run", background=background, held_to=doctor,
+                                            wait_for_quiet=wait_for_quiet, sandbox=sandbox, on_event=on_event)
         """How each trial runs and is rerun while disturbed, judged against the machine's normal:
         doctor's, until the run measures it again (``_renormalize``)."""
         self.store = store

@@ -3,8 +3,8 @@ processes disturbed it, after waiting for quiet (``experiment/quiet.py``), each 
 provenance kept as a field.
 
 Doctor (its claim probes, ``stages/claims.py``, included), run (``experiment/session.py``, which
-records each attempt in its study) and verify all run their trials through a ``TrialRunner``; no
-stage calls ``runner.trial.run_trial`` itself.
+records each attempt in its study) and verify all run their trials through a ``TrialRunner``, each
+built by ``TrialRunner.for_stage``; no stage calls ``runner.trial.run_trial`` itself.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from infrarsi.background import Background
+from infrarsi.background import Background, busy_limit
 from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment import quiet
 from infrarsi.experiment.quiet import QuietWaiter
+from infrarsi.records import DoctorReport
+from infrarsi.runner.interference import job_cores
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult
 
@@ -75,6 +77,12 @@ disturbed attempt it reruns (None: the first) and what runs it; it runs it and n
 records an attempt also reports it."""
 
 
+def normal_background(doctor: DoctorReport | None) -> Background:
+    """The machine's normal a stage after doctor judges its trials by: doctor's, or an unmeasured
+    machine's where doctor measured none (no report, or one older than the measure)."""
+    return (doctor.background if doctor else None) or Background.unmeasured(len(job_cores()))
+
+
 @dataclass(slots=True, kw_only=True)
 class TrialRunner:
     """What every trial of a stage on this machine shares: the repository and contract, the
@@ -103,6 +111,23 @@ class TrialRunner:
     """How much slower the baseline runs under the machine's current normal than it did first (the
     run measures the normal again: ``TrialSession._renormalize``): every trial's ``abort_step_time``
     and ``timeout_s`` are stretched by it."""
+
+    @classmethod
+    def for_stage(cls, repo: Path, contract: Contract, stage: str, *, background: Background | None,
+                  held_to: DoctorReport | None = None, wait_for_quiet: float | None = None, sandbox: bool = True,
+                  on_event: EventSink = ignore, show_trials: bool = False) -> TrialRunner:
+        """The runner of ``stage``'s trials. ``background``: the normal they are judged by
+        (``normal_background``), quiet below its limit; None while they measure it (doctor's
+        baseline runs): nothing is disturbed, and the machine is quiet below ``busy_limit``.
+        ``held_to``: the report whose checksums and reassociation drift the trials' parameters are
+        held to (the run's; verify's trees are not doctor's baseline). ``wait_for_quiet``: seconds
+        the whole stage may wait for quiet (None: it never waits)."""
+        limit = background.limit_cores if background is not None else busy_limit(len(job_cores()))
+        return cls(repo=repo, contract=contract, stage=stage, background=background, sandbox=sandbox,
+                   on_event=on_event, show_trials=show_trials,
+                   quiet=QuietWaiter(limit, wait_for_quiet, stage, on_event),
+                   reference_checksums=held_to.checksums if held_to else {},
+                   reassociation_drift=held_to.reassociation_drift if held_to else {})
 
     def judge_by(self, background: Background) -> None:
         """From now on a trial beyond ``background`` is disturbed, and quiet is waited for below it."""

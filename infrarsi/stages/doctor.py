@@ -30,7 +30,6 @@ from pathlib import Path
 from infrarsi.background import busy_limit
 from infrarsi.contract import ContractError, require_intact, save_contract
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.experiment import quiet
 from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner
 from infrarsi.hardware import fingerprint, machine_peak, precision_peaks
 from infrarsi.records.doctor import DoctorError, DoctorReport, save_doctor
@@ -102,9 +101,8 @@ def _measure(repo: Path, repeats: int, on_event: EventSink, sandbox: bool, wait_
     log_root = doctor_logs_dir(repo)
     shutil.rmtree(log_root, ignore_errors=True)  # a run's logs beside the last doctor's would be miscounted
     # The baseline runs measure the machine's normal: nothing they see is judged disturbed.
-    runner = TrialRunner(repo=repo, contract=contract, stage="doctor", sandbox=sandbox, on_event=on_event,
-                         show_trials=True, quiet=quiet.QuietWaiter(busy_limit(len(interference.job_cores())),
-                                                                   wait_for_quiet or None, "doctor", on_event))
+    runner = TrialRunner.for_stage(repo, contract, "doctor", background=None, wait_for_quiet=wait_for_quiet or None,
+                                   sandbox=sandbox, on_event=on_event, show_trials=True)
     idle, waited = machine_background(runner.quiet, on_event)
 
     runs: list[TrialResult] = []

@@ -16,16 +16,13 @@ from typing import cast
 import git
 
 from infrarsi import vcs
-from infrarsi.background import Background
 from infrarsi.contract import require_intact
 from infrarsi.events import Event, EventSink, ignore
-from infrarsi.experiment import quiet
-from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner
+from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner, normal_background
 from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, speedup_interval
 from infrarsi.records import DoctorError, load_doctor
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.records.files import verify_logs_dir
-from infrarsi.runner.interference import job_cores
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 from infrarsi.whole_process import Lengths, Pair, Rounds, WholeProcess, run_pairs, whole_process
@@ -101,15 +98,14 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
         doctored = load_doctor(repo)
     except DoctorError:
         doctored = None
-    background = (doctored.background if doctored else None) or Background.unmeasured(len(job_cores()))
+    background = normal_background(doctored)
     lengths = Lengths.recorded(contract.workload, doctored.verification_steps if doctored else [])
     on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
                    done=0, total=4 * rounds.most))
     with vcs.worktree(place, base) as base_tree, vcs.worktree(place, commit.hexsha) as rev_tree:
         # verify has no --wait-for-quiet: a disturbed run is rerun at once.
-        never = quiet.QuietWaiter(background.limit_cores, None, "verify", on_event)
-        runners = {arm: TrialRunner(repo=tree, contract=contract, stage="verify", quiet=never, background=background,
-                                    sandbox=sandbox, on_event=on_event)
+        runners = {arm: TrialRunner.for_stage(tree, contract, "verify", background=background, sandbox=sandbox,
+                                              on_event=on_event)
                    for arm, tree in (("base", base_tree), ("rev", rev_tree))}
 
         def run_one(arm: str, r: int, steps: int) -> TrialResult:

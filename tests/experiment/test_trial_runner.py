@@ -4,17 +4,23 @@ of results: no trial runs here."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from infrarsi.background import Background
+from infrarsi.background import Background, busy_limit
 from infrarsi.contract import Contract, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.events import Event
 from infrarsi.experiment import quiet, trial_runner
-from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner
+from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner, normal_background
+from infrarsi.records import DoctorReport
+from infrarsi.runner.interference import job_cores
 from infrarsi.runner.trial import TrialSpec
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
+
+DOCTOR = Path(__file__).parents[1] / "test_data" / "report" / "doctor.json"
 
 
 def contract() -> Contract:
@@ -103,3 +109,24 @@ def test_a_recorder_numbers_the_attempts_and_the_last_rerun_may_remeasure_the_no
     assert [(s.abort_step_time, s.timeout_s, s.background) for s in specs] == [
         (1.0, 100.0, specs[0].background), (1.0, 100.0, specs[0].background), (1.2, 120.0, new_normal)]
     assert run.quiet.limit_cores == new_normal.limit_cores
+
+
+def test_a_stage_builds_its_runner_from_doctor_s_report_or_to_measure_the_normal(tmp_path):
+    normal = Background(cores=2, idle_cores=0.3, normal_cores=0.4, limit_cores=0.9, busy=False)
+    doctored = replace(DoctorReport.from_dict(json.loads(DOCTOR.read_text())), background=normal,
+                       checksums={4: [1.0, 2.0]}, reassociation_drift={4: 1e-6})
+    assert normal_background(doctored) is normal
+    assert normal_background(None) == normal_background(replace(doctored, background=None)) == \
+        Background.unmeasured(len(job_cores()))
+
+    # The run: judged by doctor's normal, held to its parameters, waiting up to its budget.
+    run = TrialRunner.for_stage(tmp_path, contract(), "run", background=normal, held_to=doctored, wait_for_quiet=30.0)
+    assert (run.background, run.quiet.limit_cores, run.quiet.budget_s, run.quiet.stage) == (normal, 0.9, 30.0, "run")
+    assert (run.reference_checksums, run.reassociation_drift) == ({4: [1.0, 2.0]}, {4: 1e-6})
+    # Verify: the same normal, its trees held to no checksum, never waiting.
+    verify = TrialRunner.for_stage(tmp_path, contract(), "verify", background=normal)
+    assert (verify.quiet.budget_s, verify.reference_checksums, verify.reassociation_drift) == (None, {}, {})
+    # Doctor's baseline runs measure the normal: nothing disturbed, quiet below the busy limit.
+    doctor = TrialRunner.for_stage(tmp_path, contract(), "doctor", background=None, show_trials=True)
+    assert doctor.background is None and doctor.show_trials
+    assert doctor.quiet.limit_cores == busy_limit(len(job_cores()))
