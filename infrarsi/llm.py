@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from infrarsi.records.doctor import DoctorReport
 from infrarsi.records.files import llm_config_path
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -59,9 +60,13 @@ checks compare a candidate with them, and a model that has read them can write a
 them. The per-run records are left out too (long, and said better by the phases and findings)."""
 
 
-def doctor_for_model(doctor: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The part of a doctor report that may go into a prompt; None when doctor has not run."""
-    return {k: doctor[k] for k in DOCTOR_KEYS_FOR_MODEL if k in doctor} if doctor else None
+def doctor_for_model(doctor: DoctorReport | None) -> dict[str, Any] | None:
+    """The part of a doctor report that may go into a prompt, as doctor.json writes it; None when
+    doctor has not run."""
+    if doctor is None:
+        return None
+    written = doctor.to_dict()
+    return {k: written[k] for k in DOCTOR_KEYS_FOR_MODEL}
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LLMConfig:

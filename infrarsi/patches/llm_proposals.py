@@ -36,6 +36,7 @@ from infrarsi.patches.base import APPLIED
 from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, parse_unified_diff
 from infrarsi.patches.diff_patch import diff_id as _content_id
 from infrarsi.project import editable_sources
+from infrarsi.records.doctor import DoctorReport
 from infrarsi.records.files import patch_dir, proposals_path
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def tool_definition() -> ToolParam:
     }
 
 
-def _doctor_summary(doctor: dict[str, Any] | None) -> str:
+def _doctor_summary(doctor: DoctorReport | None) -> str:
     shown = doctor_for_model(doctor)
     return json.dumps(shown, default=str)[:MAX_DOCTOR_CHARS] if shown else "(not run)"
 
@@ -134,7 +135,7 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n# … cut here ({len(text) - limit} more chars)"
 
 
-def prompt(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str) -> str:
+def prompt(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: str) -> str:
     w = contract.workload
     sources = editable_sources(repo, contract)
     per_file = MAX_SOURCE_CHARS // max(len(sources), 1)
@@ -228,7 +229,7 @@ def _judge(repo: Path, contract: Contract, entries: list[dict[str, str]]) -> Pro
     return result
 
 
-def propose_patches(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str,
+def propose_patches(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: str,
                     config: LLMConfig) -> ProposalResult:
     """Ask the configured model for patches and check each; never raises for a failed request."""
     repo = Path(repo)
@@ -264,7 +265,7 @@ def _from_cache(repo: Path, key: str) -> ProposalResult | None:
         return None  # missing, stale or damaged: ask again
 
 
-def cached_proposals(repo: Path, contract: Contract, doctor: dict[str, Any] | None, goal: str,
+def cached_proposals(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: str,
                      config: LLMConfig) -> ProposalResult:
     """:func:`propose_patches`, asked once per goal, model and source state; the answer is kept in
     ``.infrarsi/patches/proposals.json`` so that running again does not ask (nor pay) again."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from infrarsi.contract import Contract, KnobValue
+from infrarsi.records.doctor import DoctorReport
 from infrarsi.settings import patch_key, setting_key
 
 if TYPE_CHECKING:  # importing it imports torch (~2 s); the priors only read its fields
@@ -199,8 +200,8 @@ class PriorContext:
 
     contract: Contract
     hardware: HardwareFingerprint
-    doctor: Mapping[str, Any] | None = None
-    """The doctor report as JSON (``doctor.json``), when doctor has run."""
+    doctor: DoctorReport | None = None
+    """Doctor's report, when doctor has run."""
     sources: Mapping[str, str] = field(default_factory=dict)
     """Editable source files: repo-relative path -> text."""
     patches: Mapping[str, Prior | None] = field(default_factory=dict)

@@ -199,7 +199,7 @@ def make_strategy(name: str, project: Project, *, seed: int = 0) -> Strategy:
     """Priors from the configured provider (LLM or built-in); the bank's come after (``use_bank``)."""
     contract, doctor = project.contract, project.doctor
     hardware = doctor.hardware
-    context = PriorContext(contract=contract, hardware=hardware, doctor=doctor.to_dict(),
+    context = PriorContext(contract=contract, hardware=hardware, doctor=doctor,
                            sources=dict(project.sources), patches=patch_library.declared_priors(hardware.device))
     answer = default_provider(project.llm).priors(context)
     priors, source = answer.table, answer.provider + ("" if answer.ok else f" (fallback: {answer.reason})")

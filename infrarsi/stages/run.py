@@ -14,7 +14,6 @@ import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy.exc
 
@@ -32,13 +31,13 @@ from infrarsi.experiment.summary import summarize
 from infrarsi.llm import LLMConfig
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.project import Project
-from infrarsi.records import DoctorError, PatchCheck, RunResult, RunStatus, save_run
+from infrarsi.records import DoctorError, DoctorReport, PatchCheck, RunResult, RunStatus, save_run
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.search.strategy import SAMPLERS, Strategy, make_strategy
 
 
 def _applicable_patches(repo: Path, contract: Contract, llm: LLMConfig, *, goal: str = "faster",
-                        doctor: dict[str, Any] | None = None) -> tuple[list[str], list[PatchCheck]]:
+                        doctor: DoctorReport | None = None) -> tuple[list[str], list[PatchCheck]]:
     names, refused = patch_library.applicable(repo, contract, contract.memory.device)
     skipped = [PatchCheck(name=name, status="skipped", reason=why, cost_s=0.0) for name, why in refused.items()]
     if llm.configured:  # proposals go through the same one-time validation as library patches
@@ -109,7 +108,7 @@ def run(
         for warning in project.llm.warnings:
             on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     contract, doctor = project.contract, project.doctor
-    patch_names, skipped = _applicable_patches(repo, contract, project.llm, goal=goal, doctor=doctor.to_dict())
+    patch_names, skipped = _applicable_patches(repo, contract, project.llm, goal=goal, doctor=doctor)
     storage_url = storage or default_storage_url(repo)
     context = make_strategy(sampler, project, seed=seed)
     experience = Experience.open(bank_url, contract, doctor.model_facts, doctor.hardware) if use_bank else None

@@ -4,7 +4,6 @@ of results: no trial runs here."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,12 +14,10 @@ from infrarsi.contract import Contract, LossInvariant, MemoryBudget, Scope, Work
 from infrarsi.events import Event
 from infrarsi.experiment import quiet, trial_runner
 from infrarsi.experiment.trial_runner import Attempt, TrialArgs, TrialRunner, normal_background
-from infrarsi.records import DoctorReport
 from infrarsi.runner.interference import job_cores
 from infrarsi.runner.trial import TrialSpec
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
-
-DOCTOR = Path(__file__).parents[1] / "test_data" / "report" / "doctor.json"
+from tests.support.doctor_report import doctor_report
 
 
 def contract() -> Contract:
@@ -113,8 +110,7 @@ def test_a_recorder_numbers_the_attempts_and_the_last_rerun_may_remeasure_the_no
 
 def test_a_stage_builds_its_runner_from_doctor_s_report_or_to_measure_the_normal(tmp_path):
     normal = Background(cores=2, idle_cores=0.3, normal_cores=0.4, limit_cores=0.9, busy=False)
-    doctored = replace(DoctorReport.from_dict(json.loads(DOCTOR.read_text())), background=normal,
-                       checksums={4: [1.0, 2.0]}, reassociation_drift={4: 1e-6})
+    doctored = doctor_report(background=normal, checksums={4: [1.0, 2.0]}, reassociation_drift={4: 1e-6})
     assert normal_background(doctored) is normal
     assert normal_background(None) == normal_background(replace(doctored, background=None)) == \
         Background.unmeasured(len(job_cores()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from infrarsi.records.files import patch_dir, proposals_path
 from infrarsi.stages.init import init
 from infrarsi.stages.run import _applicable_patches
 from infrarsi.trials import Candidate
+from tests.support.doctor_report import doctor_report
 from tests.support.messages_server import MessagesServer, malformed_reply, text_reply, tool_use_reply
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
@@ -74,9 +76,9 @@ def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
     contract = load_contract(repo)
     before = (repo / "model.py").read_text()
     server.script(reply(entry("good_mlp_rewrite")))
-    doctor = {"findings": ["forward 41% of the step"], "runs": [1] * 9,
-              "losses": {"reference": [6.93817, 6.81244], "tolerance": 2.5e-6},
-              "reorder": {"knobs": {"micro_batch_size": 2}, "max_deviation": 1.7e-7}}
+    measured = doctor_report(findings=["forward 41% of the step"])
+    doctor = replace(measured, losses=replace(measured.losses, reference=[6.93817, 6.81244], tolerance=2.5e-6),
+                     reorder=replace(measured.reorder, knobs={"micro_batch_size": 2}, max_deviation=1.7e-7))
     result = propose_patches(repo, contract, doctor, "faster on this CPU", config(server))
 
     assert result.status == "ok" and result.rejected == [], result

@@ -2,12 +2,14 @@
 
 import math
 import time
+from dataclasses import replace
 
 import pytest
 
 from infrarsi.llm import LLMConfig
 from infrarsi.priors import PriorStatus, builtin_table, default_provider
 from infrarsi.priors.anthropic_provider import TOOL_NAME, AnthropicPriors
+from tests.support.doctor_report import doctor_report
 from tests.support.messages_server import (
     MessagesServer,
     error_reply,
@@ -133,9 +135,10 @@ def test_without_a_key_nothing_is_sent(server, make_context):
 
 
 def test_the_prompt_shows_the_doctor_profile_but_never_the_reference_losses(server, make_context):
-    doctor = {"findings": ["forward 41% of the step"], "phases": {"step_s": 0.0871},
-              "losses": {"reference": [6.93817, 6.81244], "tolerance": 2.5e-6}, "param_checksum": [12.125, 840.5],
-              "runs": [{"step_times": [0.0871, 0.0873]}]}
+    measured = doctor_report()
+    doctor = replace(measured, findings=["forward 41% of the step"], phases=replace(measured.phases, step_s=0.0871),
+                     losses=replace(measured.losses, reference=[6.93817, 6.81244], tolerance=2.5e-6),
+                     param_checksum=[12.125, 840.5], runs=[replace(measured.runs[0], step_times=[0.0871, 0.0873])])
     server.script(tool_use_reply(TOOL_NAME, {"priors": [entry("threads=1")]}))
     provider(server).priors(make_context("cpu", doctor=doctor))
     prompt = server.requests[0].body["messages"][0]["content"]
