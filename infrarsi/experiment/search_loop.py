@@ -3,11 +3,10 @@ the budget or the strategy ends it. Every trial goes through the session (experi
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 from infrarsi.experiment.session import TrialSession
-from infrarsi.experiment.shared_round import MEASURING, WAIT_POLL_S
+from infrarsi.experiment.shared_round import KeptGivingWay, ProposedTrial
 from infrarsi.experiment.startup import cannot_pay_back
 from infrarsi.records import PatchCheck
 from infrarsi.search.space import SearchSpace
@@ -74,36 +73,30 @@ class Search:
         return self.outcome
 
     def _proposals(self) -> str:
-        """Trials of the strategy's proposals until the budget or the strategy ends the search: why it ended."""
+        """Trials of the strategy's proposals until the budget or the strategy ends the search (as
+        workers sharing the study take them: ``SharedRound.run_proposals``): why it ended."""
         session, context = self.session, self.context
-        given_up = 0
-        while True:
-            ended = session.budget_spent()
-            if ended:
-                return ended
-            history = session.store.history()
-            abort = abort_bound(history, self.noise_floor)
-            # What other workers are running now is taken: shown to the sampler as tried (a status
-            # that teaches the models nothing), so two workers asking at once get different answers.
-            running = session.store.running_candidates(MEASURING)
-            proposal = context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in running])
-            if proposal is None:
-                if running:  # the rest of the space is running elsewhere: it may still fail and be retried
-                    time.sleep(WAIT_POLL_S)
-                    session.store.fail_stale()
-                    continue
-                return context.stop_reason
-            # Two workers can still ask in the same instant: the later-numbered trial gives way (a
-            # sampler that repeats measured candidates means it: its proposal never gives way).
-            exclusive = () if context.repeats else MEASURING
-            if session.execute(proposal.candidate, "search", abort_step_time=abort, reason=proposal.reason,
-                               exclusive=exclusive) is None:
-                given_up += 1
-                if given_up > 20:
-                    raise SearchStopped("gave way to other workers 20 times in a row: the study's running trials "
-                                        "look inconsistent")
-            else:
-                given_up = 0
+        try:
+            ended = session.round.run_proposals(self._next_trial, ended=session.budget_spent,
+                                                gives_way=not context.repeats)
+        except KeptGivingWay as stuck:
+            raise SearchStopped(str(stuck)) from stuck
+        return ended if ended is not None else context.stop_reason
+
+    def _next_trial(self, history: list[TrialResult], taken: list[Candidate]) -> ProposedTrial | None:
+        """The strategy's next proposal as a search trial, held to the abort bound; what other
+        workers are measuring (``taken``) shown to it as tried, a status that teaches the models
+        nothing. None: it proposes nothing."""
+        abort = abort_bound(history, self.noise_floor)
+        proposal = self.context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in taken])
+        if proposal is None:
+            return None
+        candidate, reason = proposal.candidate, proposal.reason
+
+        def trial(exclusive: tuple[str, ...]) -> TrialResult | None:
+            return self.session.execute(candidate, "search", abort_step_time=abort, reason=reason, exclusive=exclusive)
+
+        return trial
 
 
 def validate_patches(session: TrialSession, baseline: TrialResult, names: list[str]) -> list[PatchCheck]:

@@ -6,6 +6,8 @@ study). Workers pointed at the same storage coordinate through the study's trial
 - a trial the round needs once whoever runs it (the baseline, a patch's validation) is run by the
   first worker to ask; the others wait for its result, and run it themselves when that worker dies
   (its trial fails as stale);
+- search trials are proposed with what the others are measuring counted as taken, and of two
+  workers that still propose the same candidate at once the later-numbered trial gives way;
 - verification runs once per round: each worker that ends its search bids with a claim trial, the
   lowest-numbered standing claim wins (numbers are assigned atomically by the storage), the winner
   waits for the measuring trials still running elsewhere, verifies and stores the outcome on its
@@ -29,6 +31,17 @@ MEASURING = ("baseline", "validation", "search")
 CLAIM = "claim"
 WAIT_POLL_S = 1.0
 """How often a worker waiting on another looks at the study."""
+MAX_GIVE_WAYS = 20
+"""Search trials in a row a worker may give way to others before the study looks inconsistent."""
+
+ProposedTrial = Callable[[tuple[str, ...]], TrialResult | None]
+"""A search trial to run, given the kinds of another worker's trial of the same candidate begun
+first that it gives way to: its result, or None when it gave way."""
+
+
+class KeptGivingWay(Exception):
+    """A worker gave way more than ``MAX_GIVE_WAYS`` times in a row: the study's running trials look
+    inconsistent."""
 
 
 class SharedRound:
@@ -65,6 +78,39 @@ class SharedRound:
             result = run()
             if result is not None:
                 return result
+
+    def run_proposals(self, next_trial: Callable[[list[TrialResult], list[Candidate]], ProposedTrial | None], *,
+                      ended: Callable[[], str], gives_way: bool) -> str | None:
+        """Search trials one after another, as workers sharing the study take them, until ``ended()``
+        says why (the budget: returned) or none is proposed while no other worker is measuring
+        (None). ``next_trial(history, taken)`` is asked with the study's measured trials and the
+        candidates other workers are measuring now, taken so that two workers asking at once get
+        different answers; it gives the trial to run, or None. With none while others measure,
+        the worker waits (a trial of theirs may fail and be worth proposing again) and asks again.
+        Two workers may still propose one candidate in the same instant: with ``gives_way`` the
+        later-numbered trial gives way (a sampler that repeats measured candidates means it, and
+        never does); more than ``MAX_GIVE_WAYS`` in a row raise ``KeptGivingWay``."""
+        given_way = 0
+        while True:
+            why = ended()
+            if why:
+                return why
+            history = self.store.history()
+            running = self.store.running_candidates(MEASURING)
+            trial = next_trial(history, running)
+            if trial is None:
+                if running:
+                    time.sleep(WAIT_POLL_S)
+                    self.store.fail_stale()
+                    continue
+                return None
+            if trial(MEASURING if gives_way else ()) is not None:
+                given_way = 0
+                continue
+            given_way += 1
+            if given_way > MAX_GIVE_WAYS:
+                raise KeptGivingWay(f"gave way to other workers {MAX_GIVE_WAYS} times in a row: the study's running "
+                                    "trials look inconsistent")
 
     def conclude(self, verify: Callable[[], Conclusion], *, wait_limit_s: float) -> tuple[Conclusion, int | None]:
         """Verification, once for the round, and who did it. Here (None beside the conclusion): after
