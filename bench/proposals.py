@@ -34,14 +34,14 @@ def proposals(repo: Path, trials: int | None, sampler: str) -> list[dict]:
                       sources=editable_sources(repo, contract))
     strategy = make_strategy(sampler, project)
     store = TrialStore.open(contract, validated, storage_url=run.storage_url or default_storage_url(repo))
-    strategy.prepare(SearchSpace.from_contract(contract, validated))
+    prepared = strategy.prepare(SearchSpace.from_contract(contract, validated))
     history = [t for t in store.history() if t.candidate is not None]
     out = []
     for k in range(1, min(trials or len(history), len(history)) + 1):
-        asked = strategy.sampler.ask(history[:k])
+        asked = prepared.sampler.ask(history[:k])
         out.append({
             "after": k, "last": history[k - 1].candidate.key(), "last_status": history[k - 1].status.value,
-            "next": asked.candidate.key() if asked else None, "why": asked.reason if asked else strategy.sampler.stop_reason,
+            "next": asked.candidate.key() if asked else None, "why": asked.reason if asked else prepared.sampler.stop_reason,
             "expected": {name: round(v, 4) for name, v in (asked.predicted if asked else {}).items()},
         })
     return out

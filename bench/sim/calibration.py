@@ -29,9 +29,7 @@ def calibration(table: SimTable, seeds: int, at: list[int], trials: int = 20) ->
     fits = np.array([table.result(c).peak_bytes <= space.budget_bytes for c in pool.candidates])
     counts = np.zeros((len(BANDS), 2), dtype=int)
     for seed, run in enumerate(campaign(table, "infrarsi", seeds, trials)):
-        plan = make_strategy("infrarsi", table, seed)
-        plan.prepare(space)
-        memory = plan.sampler.memory
+        memory = make_strategy("infrarsi", table, seed).prepare(space).sampler.memory
         rng = np.random.default_rng([seed, 7])
         history = [table.trial(table.candidate(r["key"]), rng, None) for r in run]
         for n in at:

@@ -168,8 +168,7 @@ def overhead(table: SimTable, trials: int = OVERHEAD_TRIALS, repeats: int = 3) -
     space = table.space
     cands = [space.baseline(), *[c for c in space.sample(rng, trials) if c.key() != space.baseline().key()]]
     history = [table.trial(c, rng, None) for c in cands[:trials]]
-    plan = make_strategy("infrarsi", table, 0)
-    plan.prepare(space)
+    plan = make_strategy("infrarsi", table, 0).prepare(space)
     plan.propose(history[:-1])
     walls, cpus = [], []
     for _ in range(repeats):

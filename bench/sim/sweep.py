@@ -16,7 +16,7 @@ from bench.sim.space import MICRO, ZERO
 from infrarsi.search.history import measured_keys
 from infrarsi.search.sampler import Proposal, Sampler
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.strategy import Strategy
+from infrarsi.search.strategy import PreparedStrategy, Strategy
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 
@@ -47,9 +47,8 @@ class ZeroMicroSweep(Sampler):
 class SweepStrategy(Strategy):
     """The run stage's ``Strategy`` with the sweep as its sampler (ranked by measurement)."""
 
-    def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> None:
-        self.space = space
-        self.sampler = ZeroMicroSweep(space)
+    def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> PreparedStrategy:
+        return PreparedStrategy.on(self, space, ZeroMicroSweep(space))
 
     @classmethod
     def like(cls, strategy: Strategy) -> SweepStrategy:

@@ -64,7 +64,7 @@ def records_of(repo: Path, storage: str, result, method: str, seed: int, bank: s
     replay's rule (``verified_pick``: what re-verification would promote, at its table speedup)."""
     rank = strategy(method, table, seed, bank)
     validated = [c.name for c in result.patch_checks if c.status == "validated"]
-    rank.prepare(SearchSpace.from_contract(table.contract, validated))
+    rank = rank.prepare(SearchSpace.from_contract(table.contract, validated))
     history, out = [], []
     for stored in TrialStore.open(load_contract(repo), [], storage_url=storage).trials():
         history.append(stored.result)  # every kind is data for the models' ranking

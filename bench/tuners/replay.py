@@ -92,8 +92,8 @@ class _Run:
         trial = self.store.begin(cand, kind)
         # An Optuna sampler asks over each knob's whole domain and gives a constrained space's
         # invalid points back (``max_rejected``), as its users reject them: counted here.
-        sampler = self.strategy.sampler
-        rejected = sampler.rejected if kind == "search" and isinstance(sampler, OptunaSampler) else 0
+        sampler = self.strategy.sampler if kind == "search" else None  # a search trial's strategy is prepared
+        rejected = sampler.rejected if isinstance(sampler, OptunaSampler) else 0
         cand = self.store.candidate_of(trial)
         ask_s = time.perf_counter() - wall
         ask_cpu = time.process_time() - cpu
@@ -112,7 +112,7 @@ class _Run:
         self.checks = [PatchCheck(name=p, status=self.execute(Candidate(dict(base.knobs), (p,)), "validation").status.value,
                                   reason="", cost_s=0.0) for p in self.table.patches]
         validated = [c.name for c in self.checks if c.status == "ok"]
-        self.strategy.prepare(self.table.search_space(validated), self.table.patches)
+        self.strategy = self.strategy.prepare(self.table.search_space(validated), self.table.patches)
         while len(self.records) < trials:
             asked = (time.perf_counter(), time.process_time())
             proposal = self.strategy.propose(self.history)
@@ -236,7 +236,7 @@ def overhead(methods: list[str], seeds: int, sizes=(25, 50, 100)) -> dict[str, d
             with tempfile.TemporaryDirectory() as tmp:
                 bank = f"sqlite:///{tmp}/bank.db" if "+" in method else None
                 run = _Run(fake, method, seed, lambda c, a, surface=surface: surface.run(c), bank, rank=False)
-                run.strategy.prepare(space)
+                run.strategy = run.strategy.prepare(space)
                 for _ in range(max(sizes)):
                     asked = (time.perf_counter(), time.process_time())
                     proposal = run.strategy.propose(run.history)

@@ -4,13 +4,14 @@ the budget or the strategy ends it. Every trial goes through the session (experi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.shared_round import KeptGivingWay, ProposedTrial
 from infrarsi.experiment.startup import cannot_pay_back
 from infrarsi.records import PatchCheck
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.strategy import Strategy
+from infrarsi.search.strategy import PreparedStrategy, Strategy
 from infrarsi.trials import Candidate, TrialResult, TrialStatus
 
 ABORT_FACTOR = 1.5
@@ -45,7 +46,8 @@ class SearchOutcome:
 
 class Search:
     """One run's search. ``outcome`` is what it found so far: all of it once ``run`` returns, and
-    what there is when the search is cut short, which the run's record still holds."""
+    what there is when the search is cut short, which the run's record still holds; ``prepared``
+    the strategy on its space, once the patches are validated."""
 
     def __init__(self, session: TrialSession, context: Strategy, patch_names: list[str], *,
                  noise_floor: float) -> None:
@@ -55,6 +57,13 @@ class Search:
         self.patch_names = patch_names
         self.noise_floor = noise_floor
         self.outcome = SearchOutcome()
+        self.prepared: PreparedStrategy | None = None
+
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy as the search left it: on its space once the patches were validated, as it
+        was given before (re-verification and the summary ask it)."""
+        return self.context if self.prepared is None else self.prepared
 
     def run(self) -> SearchOutcome:
         """The baseline, the patches' validation, then the strategy's proposals."""
@@ -68,27 +77,28 @@ class Search:
         checks = validate_patches(session, base, self.patch_names)
         self.outcome = replace(self.outcome, patch_checks=tuple(checks))
         validated = [c.name for c in checks if c.status == "validated"]
-        context.prepare(SearchSpace.from_contract(session.contract, validated), self.patch_names)
-        self.outcome = replace(self.outcome, ended=self._proposals())
+        self.prepared = context.prepare(SearchSpace.from_contract(session.contract, validated), self.patch_names)
+        self.outcome = replace(self.outcome, ended=self._proposals(self.prepared))
         return self.outcome
 
-    def _proposals(self) -> str:
+    def _proposals(self, strategy: PreparedStrategy) -> str:
         """Trials of the strategy's proposals until the budget or the strategy ends the search (as
         workers sharing the study take them: ``SharedRound.run_proposals``): why it ended."""
-        session, context = self.session, self.context
+        session = self.session
         try:
-            ended = session.round.run_proposals(self._next_trial, ended=session.budget_spent,
-                                                gives_way=not context.repeats)
+            ended = session.round.run_proposals(partial(self._next_trial, strategy), ended=session.budget_spent,
+                                                gives_way=not strategy.repeats)
         except KeptGivingWay as stuck:
             raise SearchStopped(str(stuck)) from stuck
-        return ended if ended is not None else context.stop_reason
+        return ended if ended is not None else strategy.stop_reason
 
-    def _next_trial(self, history: list[TrialResult], taken: list[Candidate]) -> ProposedTrial | None:
+    def _next_trial(self, strategy: PreparedStrategy, history: list[TrialResult],
+                    taken: list[Candidate]) -> ProposedTrial | None:
         """The strategy's next proposal as a search trial, held to the abort bound; what other
         workers are measuring (``taken``) shown to it as tried, a status that teaches the models
         nothing. None: it proposes nothing."""
         abort = abort_bound(history, self.noise_floor)
-        proposal = self.context.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in taken])
+        proposal = strategy.propose(history + [TrialResult(status=TrialStatus.TIMEOUT, candidate=c) for c in taken])
         if proposal is None:
             return None
         candidate, reason = proposal.candidate, proposal.reason

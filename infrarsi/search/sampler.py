@@ -52,13 +52,3 @@ class Sampler(ABC):
         """The ``k`` candidates re-verification should rerun first: by measurement, unless a
         sampler's model knows better."""
         return rank_by_measurement(history, k, planned_steps)
-
-
-class Unprepared(Sampler):
-    """A strategy's sampler until ``Strategy.prepare`` (the space is known once the patches are
-    validated): it proposes nothing, and ranks what was measured by measurement."""
-
-    stop_reason = "the search space is not prepared yet"
-
-    def ask(self, history: list[TrialResult]) -> Proposal | None:
-        return None

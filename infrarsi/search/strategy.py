@@ -5,13 +5,16 @@ reads and writes the bank), and what re-verification reruns.
 ``infrarsi`` is InfraRSI's own sampler; ``random``, ``greedy`` and ``batchfinder`` are the peers
 behind the same ``ask(history)``; so are ``tpe`` and ``gp``, Optuna's own samplers over a study of
 their own, with OOM handled the way their users do (a failed trial for TPE, a constraint for GP).
+
+The space is known only once the patches are validated: a ``Strategy`` is what the run knows
+before, and ``prepare`` gives the ``PreparedStrategy`` whose sampler proposes on that space.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from infrarsi import patches as patch_library
 from infrarsi.contract import Contract
@@ -27,7 +30,7 @@ from infrarsi.search.optuna_samplers import OPTUNA_SAMPLERS, OptunaSampler
 from infrarsi.search.part_interactions import PartInteractions, part_interactions
 from infrarsi.search.peer_samplers import BatchFinderSampler, GreedySampler, PriorsOnlySampler, RandomSampler
 from infrarsi.search.prior_check import PriorCheck
-from infrarsi.search.sampler import Proposal, Sampler, Unprepared
+from infrarsi.search.sampler import Proposal, Sampler, rank_by_measurement
 from infrarsi.search.space import SearchSpace
 from infrarsi.trials import Candidate, TrialResult
 from infrarsi.whole_process import ahead_of_baseline
@@ -40,33 +43,43 @@ MAX_NOISE_FLOOR = 0.5
 """A baseline measured on a busy machine can show a CV near 1; the time model's noise stays a log-sd below this."""
 
 
-def _infrarsi(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sampler:
+def _infrarsi(strategy: Strategy, space: SearchSpace, patches: list[str],
+              interactions: PartInteractions | None) -> Sampler:
     seeds = [s for s in strategy.seeds if space.is_valid(s)][:BANK_SEEDS]
     return InfraRSISampler(space, strategy.priors, seeds, unbanked=strategy.unbanked_priors, seed=strategy.seed,
                            noise_floor=min(max(strategy.noise_cv, DEFAULT_NOISE_FLOOR), MAX_NOISE_FLOOR),
                            noise_cv=strategy.noise_cv or None, min_speedup=strategy.min_speedup,
-                           interactions=strategy.interactions)
+                           interactions=interactions)
 
 
-def _optuna(strategy: Strategy, space: SearchSpace, patches: list[str]) -> Sampler:
+def _optuna(strategy: Strategy, space: SearchSpace, patches: list[str],
+            interactions: PartInteractions | None) -> Sampler:
     return OptunaSampler(strategy.name, space, strategy.contract, patches, seed=strategy.seed,
                          max_rejected=strategy.max_rejected)
 
 
-MAKE_SAMPLER: dict[str, Callable[[Strategy, SearchSpace, list[str]], Sampler]] = {
+MakeSampler = Callable[["Strategy", SearchSpace, list[str], PartInteractions | None], Sampler]
+"""A strategy's sampler on a space, from the patches the run's study holds and the layout's known
+memory interactions there (``part_interactions``)."""
+
+MAKE_SAMPLER: dict[str, MakeSampler] = {
     "infrarsi": _infrarsi,
-    "random": lambda strategy, space, patches: RandomSampler(space, seed=strategy.seed),
-    "greedy": lambda strategy, space, patches: GreedySampler(space, strategy.priors, seed=strategy.seed),
-    "batchfinder": lambda strategy, space, patches: BatchFinderSampler(space, seed=strategy.seed),
-    "priors": lambda strategy, space, patches: PriorsOnlySampler(space, strategy.priors, seed=strategy.seed),
+    "random": lambda strategy, space, patches, interactions: RandomSampler(space, seed=strategy.seed),
+    "greedy": lambda strategy, space, patches, interactions: GreedySampler(space, strategy.priors, seed=strategy.seed),
+    "batchfinder": lambda strategy, space, patches, interactions: BatchFinderSampler(space, seed=strategy.seed),
+    "priors": lambda strategy, space, patches, interactions: PriorsOnlySampler(space, strategy.priors,
+                                                                               seed=strategy.seed),
     **{name: _optuna for name in OPTUNA_SAMPLERS},
 }
-"""Each strategy's sampler, from the space and the patches the run's study holds (only Optuna's
-samplers choose among patches that failed validation, as they always have)."""
+"""Each strategy's sampler (only Optuna's samplers choose among patches that failed validation, as
+they always have)."""
 
 
 @dataclass(slots=True)
 class Strategy:
+    """What a run's search knows before its space: the priors, the bank's advice, doctor's noise;
+    what re-verification reruns, by measurement alone until ``prepare`` gives it a sampler."""
+
     name: str
     contract: Contract
     priors: PriorTable
@@ -89,11 +102,6 @@ class Strategy:
     Optuna's users do."""
     hardware: HardwareFingerprint | None = None
     """The machine (None: the layout's memory interactions are not known)."""
-    space: SearchSpace | None = None
-    interactions: PartInteractions | None = None
-    """The layout's known effects on the memory's parts in ``space`` (``part_interactions``)."""
-    sampler: Sampler = field(default_factory=Unprepared)
-    """The strategy's sampler (``MAKE_SAMPLER``) from ``prepare`` on; before, one that proposes nothing."""
 
     def baseline(self) -> Candidate:
         return Candidate(knobs={k.name: k.default for k in self.contract.tunable})
@@ -114,25 +122,12 @@ class Strategy:
             self.priors_source += f" + experience bank ({len(priors)} effects)"
         self.seeds = list(seeds)
 
-    def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> None:
-        """``patches``: those the run's study holds (default: the space's, the validated ones)."""
-        self.space = space
-        self.interactions = None if self.hardware is None else part_interactions(space, self.hardware, self.contract)
-        self.sampler = MAKE_SAMPLER[self.name](self, space, space.patches if patches is None else patches)
-
-    def propose(self, history: list[TrialResult]) -> Proposal | None:
-        """The next candidate, why, and what the sampler expects of it; None: nothing left worth a trial."""
-        return self.sampler.ask(history)
-
-    @property
-    def repeats(self) -> bool:
-        """Whether the sampler may propose a measured candidate again, and means it (Optuna's)."""
-        return self.sampler.repeats
-
-    @property
-    def stop_reason(self) -> str:
-        """Why the last ``propose`` returned None."""
-        return self.sampler.stop_reason or "every candidate measured"
+    def prepare(self, space: SearchSpace, patches: list[str] | None = None) -> PreparedStrategy:
+        """This strategy on ``space`` with its sampler (``MAKE_SAMPLER``); ``patches``: those the run's
+        study holds (default: the space's, the validated ones)."""
+        interactions = None if self.hardware is None else part_interactions(space, self.hardware, self.contract)
+        sampler = MAKE_SAMPLER[self.name](self, space, space.patches if patches is None else patches, interactions)
+        return PreparedStrategy.on(self, space, sampler, interactions)
 
     def to_verify(self, history: list[TrialResult], k: int) -> list[Candidate]:
         """What re-verification reruns: the ``k`` best ranked ahead of the baseline, plus every
@@ -153,25 +148,74 @@ class Strategy:
         return distinct(chosen + extra + unmatched_fastest(history, chosen, baseline, planned, self.min_speedup))
 
     def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
-        """What to re-verify: the sampler's ranking (InfraRSI's by its model; the others', and any
-        before ``prepare``, by their best measured runs)."""
+        """What to re-verify before the space is known: the best measured runs."""
+        return rank_by_measurement(history, k, self.contract.workload.planned_steps)
+
+    def prior_checks(self, history: list[TrialResult]) -> list[PriorCheckRow]:
+        """Each prior against the trials (``PreparedStrategy``): none before the space is known."""
+        return []
+
+    def bank_outcomes(self, history: list[TrialResult]) -> list[BankPriorRow]:
+        """What the run made of the bank's priors (``PreparedStrategy``): nothing before the space is known."""
+        return []
+
+    def memory_prices(self, history: list[TrialResult]) -> list[MemoryPriceRow]:
+        """What each setting costs in memory (``PreparedStrategy``): none before the space is known."""
+        return []
+
+
+@dataclass(slots=True, kw_only=True)
+class PreparedStrategy(Strategy):
+    """A strategy on its search space (``Strategy.prepare``): its sampler proposes and ranks, and its
+    priors are checked against the trials there."""
+
+    space: SearchSpace
+    sampler: Sampler
+    """The strategy's sampler (``MAKE_SAMPLER``)."""
+    interactions: PartInteractions | None = None
+    """The layout's known effects on the memory's parts in ``space`` (``part_interactions``; None:
+    the machine is not known)."""
+
+    @classmethod
+    def on(cls, strategy: Strategy, space: SearchSpace, sampler: Sampler,
+           interactions: PartInteractions | None = None) -> PreparedStrategy:
+        """``strategy`` on ``space`` with ``sampler``: ``prepare`` picks it by the strategy's name (a
+        benchmark's own strategy brings its own)."""
+        known = {f.name: getattr(strategy, f.name) for f in fields(Strategy)}
+        return cls(**known, space=space, sampler=sampler, interactions=interactions)
+
+    def propose(self, history: list[TrialResult]) -> Proposal | None:
+        """The next candidate, why, and what the sampler expects of it; None: nothing left worth a trial."""
+        return self.sampler.ask(history)
+
+    @property
+    def repeats(self) -> bool:
+        """Whether the sampler may propose a measured candidate again, and means it (Optuna's)."""
+        return self.sampler.repeats
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the last ``propose`` returned None."""
+        return self.sampler.stop_reason or "every candidate measured"
+
+    def top_candidates(self, history: list[TrialResult], k: int) -> list[Candidate]:
+        """What to re-verify: the sampler's ranking (InfraRSI's by its model; the others' by their
+        best measured runs)."""
         return self.sampler.ranked(history, k, self.contract.workload.planned_steps)
 
-    def _checks(self, space: SearchSpace, history: list[TrialResult]) -> list[PriorCheck]:
-        return prior_checks(space, self.priors, history, noise_cv=self.noise_cv or None,
+    def _checks(self, history: list[TrialResult]) -> list[PriorCheck]:
+        return prior_checks(self.space, self.priors, history, noise_cv=self.noise_cv or None,
                             interactions=self.interactions)
 
     def prior_checks(self, history: list[TrialResult]) -> list[PriorCheckRow]:
-        if self.space is None:
-            return []
-        return [check.row() for check in self._checks(self.space, history)]
+        return [check.row() for check in self._checks(history)]
 
     def bank_outcomes(self, history: list[TrialResult]) -> list[BankPriorRow]:
         """Each prior the bank contributed, what it said alone, and what this run made of it: flagged
         (its trials contradict it, so it stopped steering the search), consistent, or not tried."""
-        if self.space is None or not len(self.bank_priors):
+        if not len(self.bank_priors):
             return []
-        checks = {c.key: c for c in self._checks(self.space, history) if c.quantity == "time"}
+        checks = {c.key: c for c in self._checks(history) if c.quantity == "time"}
         out = []
         for key in sorted(self.bank_priors):
             bank, used, check = self.bank_priors.get(key), self.priors.get(key), checks.get(key)
@@ -189,8 +233,6 @@ class Strategy:
         return out
 
     def memory_prices(self, history: list[TrialResult]) -> list[MemoryPriceRow]:
-        if self.space is None:
-            return []
         model = MemoryModel(self.space, self.priors, interactions=self.interactions).fit(history)
         return [price.row() for price in model.prices()] if model.fitted else []
 

@@ -33,7 +33,7 @@ from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.project import Project
 from infrarsi.records import DoctorError, DoctorReport, PatchCheck, RunResult, RunStatus, save_run
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
-from infrarsi.search.strategy import SAMPLERS, Strategy, make_strategy
+from infrarsi.search.strategy import SAMPLERS, make_strategy
 
 
 def _applicable_patches(repo: Path, contract: Contract, llm: LLMConfig, *, goal: str = "faster",
@@ -132,19 +132,19 @@ def run(
     on_event(Event(stage="run", kind="begin", message=f"{sampler} search, {trials or '-'} trials / {minutes or '-'} min",
                    done=0, total=trials))
     search = Search(session, context, patch_names, noise_floor=start.noise_floor)
-    searched, concluded = _search_and_conclude(session, context, search, verify)
-    result = run_record(start, searched, concluded, summarize(session, context))
+    searched, concluded = _search_and_conclude(session, search, verify)
+    result = run_record(start, searched, concluded, summarize(session, search.strategy))
     save_run(result, repo)
-    if (experience is not None and context.space is not None  # the search began: there are findings
+    prepared = search.prepared
+    if (experience is not None and prepared is not None  # the search began: there are findings
             and result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here):  # one worker per round records them
-        experience.record(result, store.history(), contract=contract, space=context.space, priors=context.priors,
-                          own=context.own_priors, noise_cv=context.noise_cv)
+        experience.record(result, store.history(), contract=contract, space=prepared.space, priors=prepared.priors,
+                          own=prepared.own_priors, noise_cv=prepared.noise_cv)
     on_event(Event(stage="run", kind="end", message=result.message))
     return result
 
 
-def _search_and_conclude(session: TrialSession, context: Strategy, search: Search,
-                         verify: bool) -> tuple[SearchOutcome, Conclusion]:
+def _search_and_conclude(session: TrialSession, search: Search, verify: bool) -> tuple[SearchOutcome, Conclusion]:
     """The search and how the run ends: re-verified (``verify``), or the search alone. A search cut
     short (a failed baseline, a machine that changed, Ctrl-C) ends with what it found so far."""
     try:
@@ -152,7 +152,7 @@ def _search_and_conclude(session: TrialSession, context: Strategy, search: Searc
         searched = search.run()
         if not verify:
             return searched, Conclusion(RunStatus.SEARCHED, f"search ended ({searched.ended}); not re-verified")
-        return searched, conclude(session, context)
+        return searched, conclude(session, search.strategy)
     except SearchStopped as stop:
         return search.outcome, Conclusion(RunStatus.ERROR, str(stop))
     except MachineChanged as changed:  # during the search it is why the search ended; after, the search's own reason stands

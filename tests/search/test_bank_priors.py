@@ -85,7 +85,7 @@ def test_the_search_is_not_converged_while_the_model_disputes_a_measured_speedup
 def test_a_candidate_measured_fast_is_verified_whatever_the_model_ranks():
     strategy = Strategy(name="infrarsi", contract=contract_with(KNOBS[:1]), priors=STUBBORN, priors_source="bank",
                         noise_cv=NOISY_CV, min_speedup=NOISY_FLOOR)
-    strategy.prepare(SMALL)
+    strategy = strategy.prepare(SMALL)
     history = [result(SMALL_BASE, step=1.222), result(SMALL_SDPA, step=0.872)]
     assert strategy.top_candidates(history, 5)[0] == SMALL_BASE, "the premise: the model puts the baseline first"
     assert strategy.to_verify(history, 2) == [SMALL_SDPA]
@@ -99,7 +99,7 @@ def test_a_candidate_measured_slow_is_not_verified_whatever_the_model_ranks():
     eager = PriorTable.of([bank_prior("patch:sdpa_attention", 0.8, sd=0.1), bank_prior("threads=2", 3.0, sd=0.05)])
     strategy = Strategy(name="infrarsi", contract=contract_with(KNOBS[:1]), priors=eager, priors_source="bank",
                         noise_cv=NOISY_CV, min_speedup=NOISY_FLOOR)
-    strategy.prepare(SMALL)
+    strategy = strategy.prepare(SMALL)
     history = [result(SMALL_BASE, step=1.222), result(SMALL_SDPA, step=1.6)]  # 1.31x slower, beyond the 1.28x floor
     assert strategy.top_candidates(history, 5)[0] == SMALL_SDPA, "the premise: the model puts the patch first"
     assert strategy.to_verify(history, 2) == []

@@ -69,7 +69,7 @@ def _ooms_after_startup(name: str, seeds: int = 4) -> int:
     for seed in range(seeds):
         surface = Surface(space, DENSE_TIME, DENSE_MEM, base_peak=0.5 * space.budget_bytes, seed=seed)
         strategy = Strategy(name=name, contract=contract, priors=PriorTable(), priors_source="none", seed=seed)
-        strategy.prepare(space)
+        strategy = strategy.prepare(space)
         history = [surface.run(space.baseline())]
         for _ in range(19):
             proposal = strategy.propose(history)
