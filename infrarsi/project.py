@@ -1,6 +1,6 @@
-"""A prepared repository as the stages after doctor read it, once: its contract, doctor's profile,
-the model configuration and the editable sources, passed down instead of each part re-reading
-the repository (docs/INTERFACES.md)."""
+"""A prepared repository as the stages after init read it, once: its contract and doctor's profile
+(``PreparedRepo``), and for the run also the model configuration and the editable sources
+(``Project``), passed down instead of each part re-reading the repository (docs/INTERFACES.md)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,38 @@ def editable_sources(repo: Path, contract: Contract) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedRepo:
+    """A repository after init as report, verify and the CLI's ``trial`` read it: each says itself
+    what a missing profile means (``Project.open`` refuses one)."""
+
+    contract: Contract
+    doctor: DoctorReport | None
+    """None before doctor has run."""
+
+    @classmethod
+    def open(cls, repo: Path, *, unreadable_doctor_as_missing: bool = False) -> PreparedRepo:
+        """``repo`` after init. Raises ``ContractError`` for a missing or changed contract, and
+        ``DoctorError`` for an unreadable profile unless ``unreadable_doctor_as_missing`` (verify,
+        which runs without one)."""
+        contract = require_intact(repo)
+        try:
+            doctor = load_doctor(repo)
+        except DoctorError:
+            if not unreadable_doctor_as_missing:
+                raise
+            doctor = None
+        return cls(contract=contract, doctor=doctor)
+
+
+@dataclass(frozen=True, slots=True)
 class Project:
     repo: Path
     contract: Contract
     doctor: DoctorReport
     llm: LLMConfig
     sources: Mapping[str, str]
-    """``editable_sources`` as they were when the project was opened."""
+    """``editable_sources`` as they were when the project was opened: what the patch library and
+    the model's proposals read the code through."""
 
     @classmethod
     def open(cls, repo: Path, llm: LLMConfig | None = None) -> Project:
@@ -39,9 +64,9 @@ class Project:
         ``DoctorError`` for a missing or unreadable profile; ``llm``: the configuration the caller
         already read (None: read it here)."""
         repo = Path(repo).resolve()
-        contract = require_intact(repo)
-        doctor = load_doctor(repo)
-        if doctor is None:
+        prepared = PreparedRepo.open(repo)
+        if prepared.doctor is None:
             raise DoctorError(f"no baseline profile in {state_dir(repo)}; run `infrarsi doctor {repo}` first")
-        return cls(repo=repo, contract=contract, doctor=doctor, llm=llm if llm is not None else load_llm_config(repo),
-                   sources=editable_sources(repo, contract))
+        return cls(repo=repo, contract=prepared.contract, doctor=prepared.doctor,
+                   llm=llm if llm is not None else load_llm_config(repo),
+                   sources=editable_sources(repo, prepared.contract))

@@ -13,10 +13,11 @@ from rich.table import Table
 
 from infrarsi.byte_units import GIB
 from infrarsi.cli.console import add_sandbox_flag, console, emit_json, err
-from infrarsi.contract import Contract, KnobValue, require_intact
+from infrarsi.contract import Contract, KnobValue
 from infrarsi.events import Event
 from infrarsi.patches.numerics import numerics_by_design
-from infrarsi.records.doctor import DoctorError, load_doctor
+from infrarsi.project import PreparedRepo
+from infrarsi.records.doctor import DoctorError
 from infrarsi.runner.sandbox import bwrap_problem
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialResult
@@ -89,11 +90,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _spec(args: argparse.Namespace) -> TrialSpec:
     repo = args.path.resolve()  # `infrarsi trial .`: the trial runs elsewhere
-    contract = require_intact(repo)
+    prepared = PreparedRepo.open(repo)
+    contract, doctor = prepared.contract, prepared.doctor
     candidate = Candidate(knobs=dict(parse_value(contract, a) for a in args.knobs), patches=tuple(args.patches))
     budget = int(args.budget_gib * GIB) if args.budget_gib is not None else None
     # Held to doctor's parameters as the run's trials are, when doctor measured this contract.
-    doctor = load_doctor(repo)
     doctor = doctor if doctor is not None and doctor.contract_hash == contract.digest() else None
     return TrialSpec(repo=repo, contract=contract, candidate=candidate, steps=args.steps,
                      timeout_s=args.timeout, budget_bytes=budget, sandbox=args.sandbox,

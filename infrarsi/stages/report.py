@@ -13,9 +13,10 @@ from pathlib import Path
 
 import sqlalchemy.exc
 
-from infrarsi.contract import Contract, ContractError, require_intact
+from infrarsi.contract import Contract, ContractError
 from infrarsi.experiment.store import StoredTrial, TrialStore, hide_password, password_hidden
-from infrarsi.records import DoctorError, RunResult, load_doctor, load_run
+from infrarsi.project import PreparedRepo
+from infrarsi.records import DoctorError, RunResult, load_run
 from infrarsi.records.files import plots_dir, report_path, state_dir
 from infrarsi.report import document, html, markdown
 from infrarsi.report.model import Report, build_report
@@ -57,13 +58,12 @@ def report(repo: Path, *, formats: tuple[str, ...] = FORMATS, storage: str | Non
     if unknown:
         return ReportResult(status="error", message=f"unknown format {unknown[0]!r}; choose from {', '.join(FORMATS)}")
     try:
-        contract = require_intact(repo)
+        prepared = PreparedRepo.open(repo)
     except ContractError as err:
         return ReportResult(status="refused", message=str(err))
-    try:
-        doctor = load_doctor(repo)
     except DoctorError as err:
         return ReportResult(status="error", message=str(err))
+    contract, doctor = prepared.contract, prepared.doctor
     if doctor is None:
         return ReportResult(status="error", message=f"no baseline profile in {state_dir(repo)}; "
                                                     f"run `infrarsi doctor {repo}` and `infrarsi run {repo}` first")

@@ -16,11 +16,10 @@ from typing import cast
 import git
 
 from infrarsi import vcs
-from infrarsi.contract import require_intact
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment.trial_runner import TrialArgs, TrialRunner, normal_background
 from infrarsi.noise import PROMOTION_FLOOR, SpeedupInterval, futile, speedup_interval
-from infrarsi.records import DoctorError, load_doctor
+from infrarsi.project import PreparedRepo
 from infrarsi.records.evidence import NOTES_REF, CommitEvidence
 from infrarsi.records.files import verify_logs_dir
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
@@ -74,7 +73,9 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
     """Base and REV interleaved until the interval decides (see :class:`Rounds`; by default the
     contract's ``[verify]`` table's) or a rerun fails."""
     repo = Path(repo).resolve()
-    contract = require_intact(repo)
+    # doctor's profile only lends verify its normal background and lengths: without a readable one it runs on its own
+    prepared = PreparedRepo.open(repo, unreadable_doctor_as_missing=True)
+    contract, doctored = prepared.contract, prepared.doctor
     rounds = rounds or Rounds.of(contract.verify_policy)
     problem = bwrap_problem() if sandbox else None
     if problem:
@@ -94,10 +95,6 @@ def verify(repo: Path, rev: str, *, rounds: Rounds | None = None, on_event: Even
     log_root = verify_logs_dir(repo)
     runs: dict[str, list[TrialResult]] = {"base": [], "rev": []}
     pairs: dict[str, list[Pair]] = {"base": [], "rev": []}
-    try:
-        doctored = load_doctor(repo)
-    except DoctorError:
-        doctored = None
     background = normal_background(doctored)
     lengths = Lengths.recorded(contract.workload, doctored.verification_steps if doctored else [])
     on_event(Event(stage="verify", kind="begin", message=f"{rounds.least}-{rounds.most} interleaved rounds of base and {rev}",
