@@ -28,6 +28,7 @@ from infrarsi import patches as patch_library
 from infrarsi.contract import load_contract
 from infrarsi.hardware import fingerprint
 from infrarsi.noise import speedup_interval
+from infrarsi.project import editable_sources
 from infrarsi.records.files import state_dir
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.stages.doctor import doctor
@@ -79,7 +80,7 @@ def measure(fixture: str, rounds: int, console: Console) -> list[PatchEffect]:
         contract = load_contract(repo)
         device = fingerprint().device
         sites: dict[str, int] = {}
-        for name, _site in patch_library.find_sites(repo, contract):
+        for name, _site in patch_library.find_sites(editable_sources(repo, contract), contract):
             sites[name] = sites.get(name, 0) + 1
         names = [n for n in sites if not (patch_library.REGISTRY[n].gpu_only and device != "cuda")]
         console.print(f"{fixture}: applicable patches {names} (GPU-only skipped on {device}: "

@@ -8,7 +8,7 @@ a patch that does not apply or fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from infrarsi.patches.tf32_matmul import Tf32Matmul
 from infrarsi.patches.zero_grad_set_to_none import ZeroGradSetToNone
 from infrarsi.priors.builtin import declared_prior
 from infrarsi.priors.types import Prior
-from infrarsi.project import editable_python, editable_sources
+from infrarsi.project import editable_python
 from infrarsi.records.files import patch_dir
 
 __all__ = [
@@ -92,18 +92,18 @@ def _left_to_a_knob(name: str, contract: Contract) -> bool:
     return bool(existing_knob(REGISTRY[name], contract)) or any(k.patch == name for k in contract.knobs)
 
 
-def patch_knobs(repo: Path, contract: Contract) -> list[Knob]:
+def patch_knobs(sources: Mapping[str, str], contract: Contract) -> list[Knob]:
     """The knobs library patches would add that the search tunes (``Patch.knob_off``), as contract
     knobs: the script as written at their default, the patch applied at any other value. A patch a
-    run would not try here (``Patch.refusal``) adds none: the run then lists it skipped, with why."""
+    run would not try here (``Patch.refusal``) adds none: the run then lists it skipped, with why.
+    ``sources``: the editable Python files, path → text (``project.editable_sources``)."""
     out = []
-    sources = editable_sources(repo, contract)
     for name, patch in REGISTRY.items():
         if patch.knob_off is None or existing_knob(patch, contract) or patch.refusal(contract.memory.device, sources):
             continue
-        for rel in editable_python(repo, contract):
+        for rel, source in sources.items():
             try:
-                added = patch.transform(rel, (Path(repo) / rel).read_text()).knobs
+                added = patch.transform(rel, source).knobs
             except PatchError:
                 continue
             batch = contract.workload.global_batch
@@ -126,23 +126,22 @@ def may_apply(name: str, source: str, contract: Contract | None, device: str) ->
     return not (patch.gpu_only and device != "cuda") and patch.may_apply(source)
 
 
-def find_sites(repo: Path, contract: Contract) -> list[tuple[str, Site]]:
-    """``(patch name, site)`` for every place a library patch applies in the editable files."""
+def find_sites(sources: Mapping[str, str], contract: Contract) -> list[tuple[str, Site]]:
+    """``(patch name, site)`` for every place a library patch applies in the editable ``sources``
+    (path → text: ``Project.sources``)."""
     found: list[tuple[str, Site]] = []
     for name, patch in REGISTRY.items():
         if _left_to_a_knob(name, contract):
             continue
-        for rel in editable_python(repo, contract):
-            source = (Path(repo) / rel).read_text()
+        for rel, source in sources.items():
             found.extend((name, site) for site in patch.sites(rel, source))
     return found
 
 
-def applicable(repo: Path, contract: Contract, device: str) -> tuple[list[str], dict[str, str]]:
-    """The library patches a run on ``device`` tries (each with a site in the editable files), and
-    those with a site it does not try, with why (``Patch.refusal``)."""
-    found = {name for name, _site in find_sites(repo, contract)}
-    sources = editable_sources(repo, contract)
+def applicable(sources: Mapping[str, str], contract: Contract, device: str) -> tuple[list[str], dict[str, str]]:
+    """The library patches a run on ``device`` tries (each with a site in the editable ``sources``),
+    and those with a site it does not try, with why (``Patch.refusal``)."""
+    found = {name for name, _site in find_sites(sources, contract)}
     tried, refused = [], {}
     for name, patch in REGISTRY.items():
         if name in found:

@@ -69,6 +69,7 @@ from infrarsi.knobs.source import DiscoveryError, ParsedFile, dotted, parse, pyt
 from infrarsi.launcher.settings import launcher_knobs
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches import patch_knobs
+from infrarsi.project import editable_sources
 
 WARMUP_STEPS = 3
 MEASURED_STEPS = 10
@@ -290,7 +291,7 @@ def _init(repo: Path, user: _UserCommand | None, scope: list[str] | None, budget
         base_commit=_base_commit(repo),
         **_owner_tables(repo, warnings),
     )
-    added = patch_knobs(repo, contract)
+    added = patch_knobs(editable_sources(repo, contract), contract)
     if added:
         knobs = [*knobs, *added]
         contract = replace(contract, knobs=knobs)

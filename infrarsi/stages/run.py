@@ -19,7 +19,6 @@ import sqlalchemy.exc
 
 from infrarsi import patches as patch_library
 from infrarsi.bank.experience import Experience
-from infrarsi.contract import Contract
 from infrarsi.events import Event, EventSink, ignore
 from infrarsi.experiment.concluded import Conclusion
 from infrarsi.experiment.conclusion import conclude
@@ -31,17 +30,17 @@ from infrarsi.experiment.summary import summarize
 from infrarsi.llm import LLMConfig
 from infrarsi.patches.llm_proposals import cached_proposals
 from infrarsi.project import Project
-from infrarsi.records import DoctorError, DoctorReport, PatchCheck, RunResult, RunStatus, save_run
+from infrarsi.records import DoctorError, PatchCheck, RunResult, RunStatus, save_run
 from infrarsi.runner.sandbox import bwrap_problem, mode_words
 from infrarsi.search.strategy import SAMPLERS, make_strategy
 
 
-def _applicable_patches(repo: Path, contract: Contract, llm: LLMConfig, *, goal: str = "faster",
-                        doctor: DoctorReport | None = None) -> tuple[list[str], list[PatchCheck]]:
-    names, refused = patch_library.applicable(repo, contract, contract.memory.device)
+def _applicable_patches(project: Project, *, goal: str = "faster") -> tuple[list[str], list[PatchCheck]]:
+    contract = project.contract
+    names, refused = patch_library.applicable(project.sources, contract, contract.memory.device)
     skipped = [PatchCheck(name=name, status="skipped", reason=why, cost_s=0.0) for name, why in refused.items()]
-    if llm.configured:  # proposals go through the same one-time validation as library patches
-        proposals = cached_proposals(repo, contract, doctor, goal, llm)
+    if project.llm.configured:  # proposals go through the same one-time validation as library patches
+        proposals = cached_proposals(project.repo, contract, project.doctor, goal, project.llm)
         names += proposals.names
         skipped += [PatchCheck(name=r.name, status=r.status, reason=f"{r.title}: {r.reason}", cost_s=0.0)
                     for r in proposals.rejected]
@@ -108,7 +107,7 @@ def run(
         for warning in project.llm.warnings:
             on_event(Event(stage="run", kind="log", message=f"warning: {warning}"))
     contract, doctor = project.contract, project.doctor
-    patch_names, skipped = _applicable_patches(repo, contract, project.llm, goal=goal, doctor=doctor)
+    patch_names, skipped = _applicable_patches(project, goal=goal)
     storage_url = storage or default_storage_url(repo)
     context = make_strategy(sampler, project, seed=seed)
     experience = Experience.open(bank_url, contract, doctor.model_facts, doctor.hardware) if use_bank else None

@@ -10,6 +10,7 @@ import pytest
 from infrarsi.contract import Contract, Knob, LossInvariant, MemoryBudget, Scope, Workload, file_sha256
 from infrarsi.patches import REGISTRY, apply_patches, find_sites
 from infrarsi.patches.diff_patch import DiffError, parse_unified_diff
+from infrarsi.project import editable_sources
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "dense_gpt"
 
@@ -33,7 +34,8 @@ def repo(tmp_path):
 
 
 def test_find_sites_on_the_fixture(repo):
-    sites = find_sites(repo, _contract(repo))
+    contract = _contract(repo)
+    sites = find_sites(editable_sources(repo, contract), contract)
     names = {name for name, _ in sites}
     assert "sdpa_attention" in names and "tf32_matmul" in names
     # the fixture already checkpoints and compiles behind its own flags

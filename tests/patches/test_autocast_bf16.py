@@ -8,6 +8,7 @@ from infrarsi.hardware import CPU_DTYPE_UNITS, cpu_flags, peak_flops
 from infrarsi.patches import REGISTRY, applicable
 from infrarsi.patches.autocast_bf16 import MIN_GAIN, refusal
 from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.project import editable_sources
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialStatus
 
@@ -32,7 +33,7 @@ def test_proposed_and_validated_where_bf16_is_fast_else_refused_with_the_reason(
     contract = load_contract(repo)
     fast = bool(cpu_flags() & set(CPU_DTYPE_UNITS["bf16"])) and \
         peak_flops("cpu", "bf16").value >= MIN_GAIN * peak_flops("cpu", "fp32").value
-    tried, refused = applicable(repo, contract, "cpu")
+    tried, refused = applicable(editable_sources(repo, contract), contract, "cpu")
     if not fast:
         assert "autocast_bf16" not in tried and refused["autocast_bf16"] == REGISTRY["autocast_bf16"].refusal("cpu", {})
         return

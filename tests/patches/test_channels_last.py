@@ -7,6 +7,7 @@ import pytest
 from infrarsi.contract import load_contract
 from infrarsi.patches import applicable
 from infrarsi.patches.numerics import numerics_by_design
+from infrarsi.project import editable_sources
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.trials import Candidate, TrialStatus
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 def test_a_convolutional_job_runs_channels_last_with_its_loss_held(vision_job):
     contract = load_contract(vision_job)
-    tried, refused = applicable(vision_job, contract, "cpu")
+    tried, refused = applicable(editable_sources(vision_job, contract), contract, "cpu")
     assert "channels_last" in tried and "channels_last" not in refused
     candidate = Candidate(knobs={}, patches=("channels_last",))
     assert numerics_by_design(candidate)

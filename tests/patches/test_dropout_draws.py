@@ -10,6 +10,7 @@ from infrarsi.contract import load_contract
 from infrarsi.patches import REGISTRY, applicable
 from infrarsi.patches.dropout_draws import DropoutSite, active_dropout
 from infrarsi.patches.gradient_accumulation import KNOB
+from infrarsi.project import editable_sources
 from infrarsi.stages.init import init
 from tests.stages.conftest import git_repo
 
@@ -74,7 +75,8 @@ def test_a_run_does_not_try_them_on_a_job_with_dropout(tmp_path: Path):
                                                  "torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Flatten()"))
     git_repo(repo)
     assert init(repo, budget_bytes=2**30).ok
-    tried, refused = applicable(repo, load_contract(repo), "cpu")
+    contract = load_contract(repo)
+    tried, refused = applicable(editable_sources(repo, contract), contract, "cpu")
     assert "channels_last" not in tried and "train.py:20" in refused["channels_last"]
 
 
@@ -92,6 +94,6 @@ def test_the_split_count_is_no_knob_of_a_job_with_dropout(tmp_path: Path):
         assert init(repo, budget_bytes=2**30).ok
         contract = load_contract(repo)
         knobs[name] = {k.name for k in contract.knobs}
-        tried, refused = applicable(repo, contract, "cpu")
+        tried, refused = applicable(editable_sources(repo, contract), contract, "cpu")
     assert KNOB in knobs["plain"] and KNOB not in knobs["dropout"]
     assert "gradient_accumulation" not in tried and "train.py:16" in refused["gradient_accumulation"]

@@ -17,6 +17,7 @@ import pytest
 
 from infrarsi.contract import Contract, LossInvariant, MemoryBudget, Scope, Workload
 from infrarsi.patches import REGISTRY, apply_patches, find_sites
+from infrarsi.project import editable_sources
 
 pytestmark = pytest.mark.e2e
 
@@ -83,7 +84,7 @@ def _baseline(fixture: str, tmp_path: Path) -> Path:
 def test_patched_fixture_keeps_its_loss(fixture, tmp_path):
     base = _baseline(fixture, tmp_path)
     contract = _contract(base)
-    names = sorted({name for name, _ in find_sites(base, contract)} - SLOW)
+    names = sorted({name for name, _ in find_sites(editable_sources(base, contract), contract)} - SLOW)
     names = [n for n in names if not REGISTRY[n].gpu_only]
     assert names, f"no CPU patch applies to {fixture}"
     reference = _losses(base, fixture)

@@ -20,6 +20,7 @@ from infrarsi.experiment.store import TrialStore
 from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches import apply_patches
 from infrarsi.patches.llm_proposals import TOOL_NAME, diff_id, propose_patches
+from infrarsi.project import Project, editable_sources
 from infrarsi.records.files import patch_dir, proposals_path
 from infrarsi.stages.init import init
 from infrarsi.stages.run import _applicable_patches
@@ -70,6 +71,12 @@ def entry(name: str, text: str | None = None) -> dict:
 
 def reply(*entries: dict):
     return tool_use_reply(TOOL_NAME, {"patches": list(entries)})
+
+
+def project(repo: Path, contract) -> Project:
+    """The run's view of ``repo``, with the model configuration the environment gives now."""
+    return Project(repo=repo, contract=contract, doctor=doctor_report(), llm=load_llm_config(repo),
+                   sources=editable_sources(repo, contract))
 
 
 def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
@@ -149,7 +156,7 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user config file
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "INFRARSI_ANTHROPIC_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    library, library_checks = _applicable_patches(repo, contract, load_llm_config(repo))
+    library, library_checks = _applicable_patches(project(repo, contract))
     assert server.requests == [] and not any(n.startswith("llm:") for n in library)
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
@@ -158,7 +165,7 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     monkeypatch.setenv("INFRARSI_LLM_MAX_RETRIES", "0")
     server.script(reply(entry("good_mlp_rewrite"), entry("edit_locked_data")))
     good, locked = diff_id(diff("good_mlp_rewrite")), diff_id(diff("edit_locked_data"))
-    names, checks = _applicable_patches(repo, contract, load_llm_config(repo), goal="faster")
+    names, checks = _applicable_patches(project(repo, contract), goal="faster")
     assert names == [*library, f"llm:{good}"]
     refused = [c for c in checks if c.name == f"llm:{locked}"]
     assert [(c.status, c.cost_s) for c in refused] == [("contract", 0.0)]
@@ -167,11 +174,11 @@ def test_the_run_stage_gathers_proposals_once_and_lists_refusals(repo, server, m
     assert [p["id"] for p in cache["patches"]] == [good] and cache["goal"] == "faster"
 
     # running again asks nothing: same names, same refusals, one request in all
-    assert _applicable_patches(repo, contract, load_llm_config(repo), goal="faster") == (names, checks)
+    assert _applicable_patches(project(repo, contract), goal="faster") == (names, checks)
     assert len(server.requests) == 1
 
     # another goal is another question; the server has no reply left (500), which the report shows
-    names, checks = _applicable_patches(repo, contract, load_llm_config(repo), goal="less memory")
+    names, checks = _applicable_patches(project(repo, contract), goal="less memory")
     assert len(server.requests) == 2 and names == library
     (failed,) = [c for c in checks if c.name == "llm"]
     assert failed.status == "skipped" and "HTTP 500" in failed.reason

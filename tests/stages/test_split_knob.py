@@ -13,6 +13,7 @@ import pytest
 
 from infrarsi.contract import load_contract
 from infrarsi.patches import find_sites
+from infrarsi.project import editable_sources
 from infrarsi.runner.command import patches_to_apply
 from infrarsi.runner.trial import TrialSpec, run_trial
 from infrarsi.search.space import SearchSpace
@@ -50,7 +51,7 @@ def test_init_adds_the_split_count_as_a_tunable_knob_and_the_patch_is_no_dimensi
     split = contract.knob("grad_accum_splits")
     assert (split.patch, split.default, split.domain, split.tunable, split.flag) == (
         "gradient_accumulation", 1, [1, 2, 4], True, "--grad_accum_splits")
-    assert "gradient_accumulation" not in {name for name, _ in find_sites(repo, contract)}
+    assert "gradient_accumulation" not in {name for name, _ in find_sites(editable_sources(repo, contract), contract)}
     space = SearchSpace.from_contract(contract, [])
     assert "grad_accum_splits=4" in space.setting_keys and not space.coupled
 
