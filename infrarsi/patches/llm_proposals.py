@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infrarsi.contract import Contract
-from infrarsi.llm import LLMConfig, MalformedReply, call_tool, doctor_for_model
+from infrarsi.llm import MalformedReply, call_tool, doctor_for_model
 from infrarsi.patches.base import APPLIED
 from infrarsi.patches.diff_patch import LLM_PREFIX, DiffError, DiffRefused, apply_diff, parse_unified_diff
 from infrarsi.patches.diff_patch import diff_id as _content_id
-from infrarsi.project import editable_sources
+from infrarsi.project import Project
 from infrarsi.records.doctor import DoctorReport
 from infrarsi.records.files import patch_dir, proposals_path
 
@@ -125,9 +125,8 @@ def tool_definition() -> ToolParam:
     }
 
 
-def _doctor_summary(doctor: DoctorReport | None) -> str:
-    shown = doctor_for_model(doctor)
-    return json.dumps(shown, default=str)[:MAX_DOCTOR_CHARS] if shown else "(not run)"
+def _doctor_summary(doctor: DoctorReport) -> str:
+    return json.dumps(doctor_for_model(doctor), default=str)[:MAX_DOCTOR_CHARS]
 
 
 def _cut(text: str, limit: int) -> str:
@@ -135,9 +134,9 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n# … cut here ({len(text) - limit} more chars)"
 
 
-def prompt(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: str) -> str:
+def prompt(project: Project, goal: str) -> str:
+    contract, sources = project.contract, project.sources
     w = contract.workload
-    sources = editable_sources(repo, contract)
     per_file = MAX_SOURCE_CHARS // max(len(sources), 1)
     listing = "\n".join(f"=== {rel}\n{_cut(text, per_file)}" for rel, text in sources.items())
     scope = ", ".join(contract.scope.functions) or "whole files"
@@ -148,7 +147,7 @@ def prompt(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: st
         f"{w.warmup_steps} warm-up + {w.measured_steps} measured steps, command {' '.join(w.command)}.",
         f"Editable files: {', '.join(sources) or '(none)'} (scope: {scope}). "
         f"Locked files (never touch): {', '.join(contract.scope.locked) or '(none)'}.",
-        "Doctor profile (JSON):\n" + _doctor_summary(doctor),
+        "Doctor profile (JSON):\n" + _doctor_summary(project.doctor),
         "Editable sources:\n" + listing,
     ])
 
@@ -185,7 +184,9 @@ def static_problem(repo: Path, contract: Contract, diff: str) -> tuple[str, str]
         return "contract", f"contract: {err.kind}: the diff {err}"
     except DiffError as err:
         return "crash", f"malformed diff: {err}"
-    # The diff must apply to the sources as they are now: try it on a scratch copy of its files.
+    # The diff must apply to the sources as they are now: try it on a scratch copy of its files,
+    # their bytes as a trial's work tree copies them (line endings, encoding), which the decoded
+    # ``Project.sources`` do not keep.
     # apply_diff refuses locked and out-of-scope files, runs the static checks on the patched
     # files and checks that they compile.
     with tempfile.TemporaryDirectory(prefix="infrarsi-llm-") as tmp:
@@ -229,21 +230,22 @@ def _judge(repo: Path, contract: Contract, entries: list[dict[str, str]]) -> Pro
     return result
 
 
-def propose_patches(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: str,
-                    config: LLMConfig) -> ProposalResult:
-    """Ask the configured model for patches and check each; never raises for a failed request."""
-    repo = Path(repo)
+def propose_patches(project: Project, goal: str) -> ProposalResult:
+    """Ask the project's model (``Project.llm``) for patches and check each; never raises for a
+    failed request."""
+    config = project.llm
     if not config.configured:
         return ProposalResult(status="error", reason="not_configured", message="no Anthropic API key configured")
-    reply = call_tool(config, tool_definition(), prompt(repo, contract, doctor, goal), parse_entries, system=SYSTEM)
+    reply = call_tool(config, tool_definition(), prompt(project, goal), parse_entries, system=SYSTEM)
     if not reply.ok or reply.value is None:  # an ok reply holds its parsed entries
         return ProposalResult(status="error", reason=reply.reason, message=f"anthropic:{config.model}: {reply.message}")
-    return _judge(repo, contract, reply.value)
+    return _judge(project.repo, project.contract, reply.value)
 
 
-def _cache_key(repo: Path, contract: Contract, goal: str, config: LLMConfig) -> str:
+def _cache_key(project: Project, goal: str) -> str:
     """Changes when the question would: another goal, model, scope or editable source."""
-    basis = {"goal": goal, "model": config.model, "sources": editable_sources(repo, contract),
+    contract = project.contract
+    basis = {"goal": goal, "model": project.llm.model, "sources": dict(project.sources),
              "locked": sorted(contract.scope.locked),
              "functions": contract.scope.functions}
     return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
@@ -265,18 +267,17 @@ def _from_cache(repo: Path, key: str) -> ProposalResult | None:
         return None  # missing, stale or damaged: ask again
 
 
-def cached_proposals(repo: Path, contract: Contract, doctor: DoctorReport | None, goal: str,
-                     config: LLMConfig) -> ProposalResult:
+def cached_proposals(project: Project, goal: str) -> ProposalResult:
     """:func:`propose_patches`, asked once per goal, model and source state; the answer is kept in
     ``.infrarsi/patches/proposals.json`` so that running again does not ask (nor pay) again."""
-    repo = Path(repo)
-    key = _cache_key(repo, contract, goal, config)
+    repo = project.repo
+    key = _cache_key(project, goal)
     cached = _from_cache(repo, key)
     if cached is not None:
         return cached
-    result = propose_patches(repo, contract, doctor, goal, config)
+    result = propose_patches(project, goal)
     if result.status == "ok":  # a failed request is not an answer; the next run asks again
-        data = {"key": key, "goal": goal, "model": config.model, "message": result.message,
+        data = {"key": key, "goal": goal, "model": project.llm.model, "message": result.message,
                 "patches": [{"id": p.id, "title": p.title, "rationale": p.rationale} for p in result.patches],
                 "rejected": [asdict(r) for r in result.rejected]}
         path = proposals_path(repo)

@@ -40,7 +40,7 @@ def _applicable_patches(project: Project, *, goal: str = "faster") -> tuple[list
     names, refused = patch_library.applicable(project.sources, contract, contract.memory.device)
     skipped = [PatchCheck(name=name, status="skipped", reason=why, cost_s=0.0) for name, why in refused.items()]
     if project.llm.configured:  # proposals go through the same one-time validation as library patches
-        proposals = cached_proposals(project.repo, contract, project.doctor, goal, project.llm)
+        proposals = cached_proposals(project, goal)
         names += proposals.names
         skipped += [PatchCheck(name=r.name, status=r.status, reason=f"{r.title}: {r.reason}", cost_s=0.0)
                     for r in proposals.rejected]

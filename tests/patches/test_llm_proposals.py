@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infrarsi.contract import load_contract
+from infrarsi.contract import Contract, load_contract
 from infrarsi.experiment.search_loop import validate_patches
 from infrarsi.experiment.session import TrialSession
 from infrarsi.experiment.store import TrialStore
@@ -21,6 +21,7 @@ from infrarsi.llm import LLMConfig, load_llm_config
 from infrarsi.patches import apply_patches
 from infrarsi.patches.llm_proposals import TOOL_NAME, diff_id, propose_patches
 from infrarsi.project import Project, editable_sources
+from infrarsi.records import DoctorReport
 from infrarsi.records.files import patch_dir, proposals_path
 from infrarsi.stages.init import init
 from infrarsi.stages.run import _applicable_patches
@@ -73,10 +74,12 @@ def reply(*entries: dict):
     return tool_use_reply(TOOL_NAME, {"patches": list(entries)})
 
 
-def project(repo: Path, contract) -> Project:
-    """The run's view of ``repo``, with the model configuration the environment gives now."""
-    return Project(repo=repo, contract=contract, doctor=doctor_report(), llm=load_llm_config(repo),
-                   sources=editable_sources(repo, contract))
+def project(repo: Path, contract: Contract, llm: LLMConfig | None = None,
+            doctor: DoctorReport | None = None) -> Project:
+    """The run's view of ``repo``: ``llm`` or the model configuration the environment gives now,
+    ``doctor`` or the test data's report."""
+    return Project(repo=repo, contract=contract, doctor=doctor or doctor_report(),
+                   llm=llm or load_llm_config(repo), sources=editable_sources(repo, contract))
 
 
 def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
@@ -86,7 +89,7 @@ def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
     measured = doctor_report(findings=["forward 41% of the step"])
     doctor = replace(measured, losses=replace(measured.losses, reference=[6.93817, 6.81244], tolerance=2.5e-6),
                      reorder=replace(measured.reorder, knobs={"micro_batch_size": 2}, max_deviation=1.7e-7))
-    result = propose_patches(repo, contract, doctor, "faster on this CPU", config(server))
+    result = propose_patches(project(repo, contract, config(server), doctor), "faster on this CPU")
 
     assert result.status == "ok" and result.rejected == [], result
     (patch,) = result.patches
@@ -117,7 +120,7 @@ def test_locked_file_loss_line_and_stale_diffs_are_refused_before_any_trial(repo
     stale = diff("good_mlp_rewrite").replace("        x = self.gelu(x)\n", "        x = self.act(x)\n")
     server.script(reply(entry("edit_locked_data"), entry("edit_loss_line"), entry("stale", stale),
                         entry("not_a_diff", "make the model faster by using fewer layers")))
-    result = propose_patches(repo, contract, None, "faster", config(server))
+    result = propose_patches(project(repo, contract, config(server)), "faster")
 
     assert result.status == "ok" and result.patches == []
     got = {r.title: (r.status, r.reason) for r in result.rejected}
@@ -138,7 +141,7 @@ def test_locked_file_loss_line_and_stale_diffs_are_refused_before_any_trial(repo
 ], ids=["prose", "patches-not-a-list", "entry-without-diff", "other-tool", "body-not-json"])
 def test_a_malformed_reply_is_an_error_and_stores_nothing(repo, server, served):
     server.script(served)
-    result = propose_patches(repo, load_contract(repo), None, "faster", config(server))
+    result = propose_patches(project(repo, load_contract(repo), config(server)), "faster")
     assert result.status == "error" and result.reason == "malformed", result
     assert result.patches == [] and result.rejected == []
     assert not patch_dir(repo).exists()
@@ -146,7 +149,7 @@ def test_a_malformed_reply_is_an_error_and_stores_nothing(repo, server, served):
 
 
 def test_without_a_key_nothing_is_sent(repo, server):
-    result = propose_patches(repo, load_contract(repo), None, "faster", LLMConfig(base_url=server.url))
+    result = propose_patches(project(repo, load_contract(repo), LLMConfig(base_url=server.url)), "faster")
     assert (result.status, result.reason) == ("error", "not_configured")
     assert server.requests == [] and not patch_dir(repo).exists()
 
@@ -200,7 +203,7 @@ def test_a_locked_file_edit_and_a_batch_shrink_are_rejected_and_never_searched(r
 
     server.script(reply(entry("good_mlp_rewrite"), entry("edit_locked_data"), entry("shrink_batch"),
                         entry("scale_logits")))
-    proposals = propose_patches(repo, contract, None, "faster", config(server))
+    proposals = propose_patches(project(repo, contract, config(server)), "faster")
     assert proposals.status == "ok", proposals.message
     assert [(r.title, r.status) for r in proposals.rejected] == [("edit locked data", "contract")]
     good, shrink, scaled = proposals.names
