@@ -20,6 +20,9 @@ class Conclusion:
     message: str
     verdicts: tuple[Verdict, ...] = ()
     promoted: Verdict | None = None
+    elsewhere: int | None = None
+    """The study trial of the worker that verified this shared round, when another did (None: this
+    worker did, or nothing was verified). Not stored: it says who read the conclusion, not what it is."""
 
     def to_dict(self) -> dict[str, Any]:
         """As a claim stores it."""

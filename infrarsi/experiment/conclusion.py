@@ -24,9 +24,9 @@ def conclude(session: TrialSession, context: Strategy) -> Conclusion:
         lambda: verify(session, context),
         wait_limit_s=(session.timeout_s or 600.0) + session.store.grace_s() + 60.0)
     if elsewhere is None:
-        session.verified_here = True
         return concluded
-    return replace(concluded, message=f"verified by another worker (study trial {elsewhere}): {concluded.message}")
+    return replace(concluded, elsewhere=elsewhere,
+                   message=f"verified by another worker (study trial {elsewhere}): {concluded.message}")
 
 
 def verify(session: TrialSession, context: Strategy) -> Conclusion:

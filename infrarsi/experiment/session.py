@@ -56,7 +56,6 @@ class TrialSession:
         self.timeout_s: float | None = None
         self.round = SharedRound(store)
         """This session's round of the (possibly shared) study: infrarsi/experiment/shared_round.py."""
-        self.verified_here = False
         self.doctor_background = background
         """The normal the run began with (the summary's), however often it is measured again."""
         self.baseline = baseline

@@ -136,7 +136,8 @@ def run(
     save_run(result, repo)
     prepared = search.prepared
     if (experience is not None and prepared is not None  # the search began: there are findings
-            and result.status in (RunStatus.OK, RunStatus.NO_PROMOTION) and session.verified_here):  # one worker per round records them
+            and result.status in (RunStatus.OK, RunStatus.NO_PROMOTION)
+            and concluded.elsewhere is None):  # one worker per round records them: the one that verified
         experience.record(result, store.history(), contract=contract, space=prepared.space, priors=prepared.priors,
                           own=prepared.own_priors, noise_cv=prepared.noise_cv)
     on_event(Event(stage="run", kind="end", message=result.message))
