@@ -68,6 +68,7 @@ def doctor_for_model(doctor: DoctorReport | None) -> dict[str, Any] | None:
     written = doctor.to_dict()
     return {k: written[k] for k in DOCTOR_KEYS_FOR_MODEL}
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LLMConfig:
     api_key: str | None = None

@@ -104,7 +104,8 @@ def test_a_good_diff_is_accepted_stored_and_applies(repo, server, tmp_path):
     text = body["messages"][0]["content"]
     assert "faster on this CPU" in text and "forward 41% of the step" in text and "class MLP" in text
     assert "Locked files (never touch): data.py" in text and "2048 tokens per optimizer step" in text
-    assert '"runs"' not in text  # the per-run step times stay out of the prompt
+    # the per-run records stay out of the prompt (the noise's count of runs is in it)
+    assert '"runs": [' not in text and '"step_times"' not in text and '"noise": {"runs": 3' in text
     # the reference losses the loss check compares with never reach the model
     assert "6.93817" not in text and "6.81244" not in text and '"losses"' not in text and "1.7e-07" not in text
 
