@@ -542,7 +542,7 @@ DRIFT_LEVEL = 0.90
 the run's own baseline rounds: the machine's pace moved between doctor and verification (the first
 A/A campaign of issue 49: doctor's pair projected 62 s of job, the run's own rounds 41-46 s). Kept,
 a drifted round biases the baseline and widens every interval; left out, a sound one costs a round's
-degrees of freedom, so the check is strict: at 0.99 it kept rounds 12-33% off two rounds of the
+degrees of freedom, so the check is strict: at 0.99 it kept rounds 11-33% off two rounds of the
 run's own that agreed within 7%, and their intervals were the widest of the README runs
 (docs/benchmarks.md, round five)."""
 

@@ -114,7 +114,7 @@ def warm(repo: Path) -> Path:
 
 def _compile_into(cache: Path, top_levels: frozenset[str]) -> None:
     """Compile, never import, what the standard library and the distributions behind ``top_levels``
-    hold, unless an earlier warm-up compiled that version of it."""
+    hold, unless an earlier warm-up compiled that version and install of it."""
     compiled_file = cache / COMPILED_FILE
     compiled = set(compiled_file.read_text().split()) if compiled_file.exists() else set()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
